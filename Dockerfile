@@ -1,0 +1,42 @@
+# syntax=docker/dockerfile:1
+#
+# autowrap admission webhook image.
+#   docker build -t ghcr.io/autowrap/autowrap:0.1.0 .
+#
+# Stage 1 builds wheels for autowrap and every dependency and installs them into a virtualenv;
+# stage 2 is the same slim Python base with only that virtualenv copied in: no pip cache, no
+# sources, no compilers.
+
+ARG PYTHON_IMAGE=python:3.11-slim
+
+FROM ${PYTHON_IMAGE} AS builder
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY webhook ./webhook
+# Every dependency ships binary wheels for linux/amd64 and linux/arm64, so no compiler is
+# needed here either.
+RUN python -m pip wheel --wheel-dir /wheels . \
+ && python -m venv /opt/autowrap \
+ && /opt/autowrap/bin/pip install --no-index --find-links /wheels autowrap \
+ && /opt/autowrap/bin/pip uninstall --yes pip \
+ && /opt/autowrap/bin/autowrap --help > /dev/null
+
+FROM ${PYTHON_IMAGE}
+LABEL org.opencontainers.image.title="autowrap" \
+      org.opencontainers.image.description="Admission webhook that wraps Volcano Jobs and Pods into Kueue-queued AppWrappers" \
+      org.opencontainers.image.licenses="Apache-2.0"
+ENV PATH=/opt/autowrap/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PYTHONFAULTHANDLER=1
+COPY --from=builder /opt/autowrap /opt/autowrap
+# Same numeric user as the Deployment's runAsUser; numeric so that runAsNonRoot can verify it.
+USER 65532:65532
+WORKDIR /tmp
+# 9443: admission webhook (HTTPS); 8080: Prometheus metrics (HTTP).
+EXPOSE 9443 8080
+ENTRYPOINT ["autowrap"]
+CMD ["serve"]

@@ -1,0 +1,798 @@
+"""The deployment (deploy/, Dockerfile) agrees with Kubernetes and with the server's contract.
+
+The kustomize renderings are built with `kubectl kustomize`, exactly as `kubectl apply -k`
+would build them, and checked as data: schema validity, which webhooks an object reaches,
+what the pods run with, what the service account may do.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import importlib
+import shutil
+import subprocess
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from webhook import names
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy"
+VARIANTS = {
+    "base": DEPLOY / "base",
+    "cert-manager": DEPLOY / "overlays" / "cert-manager",
+    "self-managed": DEPLOY / "overlays" / "self-managed",
+}
+# The oldest Kubernetes the manifests target: matchConditions are GA since 1.30.
+KUBERNETES_VERSION = "1.30"
+# Custom resources kubernetes-validate has no schema for; anything else unknown is an error.
+CRD_KINDS_WITHOUT_SCHEMA = {
+    ("cert-manager.io/v1", "Issuer"): "cert-manager CRD, not part of the Kubernetes schemas",
+    ("cert-manager.io/v1", "Certificate"): "cert-manager CRD, not part of the Kubernetes schemas",
+}
+SYSTEM_NAMESPACES = ("kube-system", "kube-node-lease", "kube-public", names.SERVICE_NAMESPACE)
+WEBHOOK_CONFIGURATIONS = {
+    "MutatingWebhookConfiguration": "autowrap-mutating",
+    "ValidatingWebhookConfiguration": "autowrap-validating",
+}
+PATH_FOR_KIND = {
+    "MutatingWebhookConfiguration": names.MUTATE_PATH,
+    "ValidatingWebhookConfiguration": names.VALIDATE_PATH,
+}
+SERVING_SECRET = "autowrap-serving-cert"
+APPWRAPPER_CONTROLLER = ("appwrapper-system", "appwrapper-controller-manager")
+CLUSTER_SCOPED_KINDS = {
+    "Namespace",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "MutatingWebhookConfiguration",
+    "ValidatingWebhookConfiguration",
+}
+
+Obj = dict[str, Any]
+
+
+# --- rendering --------------------------------------------------------------------------------
+
+
+@functools.cache
+def _render(variant: str) -> tuple[Obj, ...]:
+    done = subprocess.run(
+        ["kubectl", "kustomize", str(VARIANTS[variant])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, f"kubectl kustomize {variant} failed:\n{done.stderr}"
+    return tuple(doc for doc in yaml.safe_load_all(done.stdout) if doc)
+
+
+def render(variant: str) -> tuple[Obj, ...]:
+    if shutil.which("kubectl") is None:
+        pytest.skip("kubectl is not on PATH: the kustomize renderings cannot be built")
+    return _render(variant)
+
+
+@pytest.fixture(params=sorted(VARIANTS))
+def rendered(request: pytest.FixtureRequest) -> tuple[Obj, ...]:
+    return render(request.param)
+
+
+def find(objs: Iterable[Obj], kind: str, name: str | None = None) -> list[Obj]:
+    return [
+        o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)
+    ]
+
+
+def the(objs: Iterable[Obj], kind: str, name: str | None = None) -> Obj:
+    found = find(objs, kind, name)
+    assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"
+    return found[0]
+
+
+def webhooks(objs: Iterable[Obj]) -> Iterator[tuple[str, Obj]]:
+    for kind in WEBHOOK_CONFIGURATIONS:
+        for config in find(objs, kind):
+            for hook in config.get("webhooks", []):
+                yield kind, hook
+
+
+def pod_spec(objs: Iterable[Obj]) -> Obj:
+    spec: Obj = the(objs, "Deployment", names.SERVICE_NAME)["spec"]["template"]["spec"]
+    return spec
+
+
+def container(objs: Iterable[Obj]) -> Obj:
+    containers = pod_spec(objs)["containers"]
+    assert len(containers) == 1
+    c: Obj = containers[0]
+    return c
+
+
+def flag(args: list[str], name: str) -> str | None:
+    """The value of `--name value` or `--name=value` in a command line."""
+    for i, arg in enumerate(args):
+        if arg == name:
+            return args[i + 1] if i + 1 < len(args) else ""
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def container_port(objs: Iterable[Obj], port: int | str) -> int:
+    if isinstance(port, int):
+        return port
+    for p in container(objs).get("ports", []):
+        if p.get("name") == port:
+            number: int = p["containerPort"]
+            return number
+    raise AssertionError(f"no container port named {port!r}")
+
+
+def volume_mounted_at(objs: Iterable[Obj], path: str) -> Obj:
+    mounts = [m for m in container(objs).get("volumeMounts", []) if m["mountPath"] == path]
+    assert mounts, f"nothing is mounted at {path}"
+    volumes = [v for v in pod_spec(objs)["volumes"] if v["name"] == mounts[0]["name"]]
+    assert len(volumes) == 1
+    volume: Obj = volumes[0]
+    return volume
+
+
+# --- admission matching, as the apiserver does it ------------------------------------------------
+
+
+def selector_matches(selector: Obj | None, labels: dict[str, str]) -> bool:
+    if not selector:
+        return True
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr["key"], expr["operator"], expr.get("values", [])
+        ok = {
+            "In": key in labels and labels[key] in values,
+            "NotIn": key not in labels or labels[key] not in values,
+            "Exists": key in labels,
+            "DoesNotExist": key not in labels,
+        }[op]
+        if not ok:
+            return False
+    return True
+
+
+def conditions_match(hook: Obj, obj: Obj) -> bool:
+    conditions = hook.get("matchConditions") or []
+    if not conditions:
+        return True
+    celpy = pytest.importorskip(
+        "celpy", reason="cel-python is not installed: matchConditions cannot be evaluated"
+    )
+    env = celpy.Environment()
+    activation = {"object": celpy.json_to_cel(obj)}
+    return all(
+        bool(env.program(env.compile(c["expression"])).evaluate(activation)) for c in conditions
+    )
+
+
+def rule_matches(hook: Obj, api_version: str, resource: str) -> bool:
+    group, _, version = api_version.rpartition("/")
+    for rule in hook["rules"]:
+        if (
+            group in rule["apiGroups"]
+            and version in rule["apiVersions"]
+            and resource in rule["resources"]
+            and "CREATE" in rule["operations"]
+        ):
+            return True
+    return False
+
+
+def webhooks_called(
+    objs: Iterable[Obj], *, resource: str, obj: Obj, namespace_labels: dict[str, str]
+) -> list[str]:
+    """The webhooks the apiserver calls when `obj` is created in a namespace with those labels."""
+    labels = obj.get("metadata", {}).get("labels", {})
+    return [
+        hook["name"]
+        for _, hook in webhooks(objs)
+        if rule_matches(hook, obj["apiVersion"], resource)
+        and selector_matches(hook.get("namespaceSelector"), namespace_labels)
+        and selector_matches(hook.get("objectSelector"), labels)
+        and conditions_match(hook, obj)
+    ]
+
+
+def namespace(name: str, **labels: str) -> dict[str, str]:
+    return {"kubernetes.io/metadata.name": name, **labels}
+
+
+def vcjob(labels: dict[str, str] | None = None, owned: bool = False) -> Obj:
+    meta: Obj = {"name": "train", "namespace": "team-a", "labels": labels or {}}
+    if owned:
+        meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "X", "name": "o", "uid": "1"}]
+    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": meta}
+
+
+def pod(labels: dict[str, str] | None = None, owned: bool = False) -> Obj:
+    return {**vcjob(labels, owned), "apiVersion": "v1", "kind": "Pod"}
+
+
+def appwrapper(*templates: Obj) -> Obj:
+    return {
+        "apiVersion": names.APPWRAPPER_API_VERSION,
+        "kind": "AppWrapper",
+        "metadata": {"name": "aw", "namespace": "team-a"},
+        "spec": {"components": [{"template": t} for t in templates]},
+    }
+
+
+def rbac_grants(objs: Iterable[Obj], namespace_: str, account: str) -> set[tuple[Any, ...]]:
+    """(group, resource, verb, resourceNames, role-namespace) granted to a service account."""
+    grants: set[tuple[Any, ...]] = set()
+    for binding in find(objs, "ClusterRoleBinding") + find(objs, "RoleBinding"):
+        if not any(
+            s["kind"] == "ServiceAccount"
+            and s["name"] == account
+            and s.get("namespace", binding["metadata"].get("namespace")) == namespace_
+            for s in binding.get("subjects", [])
+        ):
+            continue
+        ref = binding["roleRef"]
+        role = the(objs, ref["kind"], ref["name"])
+        scope = role["metadata"].get("namespace")
+        for rule in role.get("rules", []):
+            for group in rule.get("apiGroups", []):
+                for resource in rule.get("resources", []):
+                    for verb in rule.get("verbs", []):
+                        names_ = tuple(sorted(rule.get("resourceNames", [])))
+                        grants.add((group, resource, verb, names_, scope))
+    return grants
+
+
+# --- every rendering ---------------------------------------------------------------------------
+
+
+def test_every_rendering_passes_kubernetes_schema_validation(rendered: tuple[Obj, ...]) -> None:
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    checked = 0
+    for obj in rendered:
+        key = (obj["apiVersion"], obj["kind"])
+        try:
+            kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+            checked += 1
+        except kubernetes_validate.SchemaNotFoundError:
+            assert key in CRD_KINDS_WITHOUT_SCHEMA, f"no schema for {key} and no reason to skip"
+        except kubernetes_validate.ValidationError as e:
+            where = "/".join(str(p) for p in e.path)
+            pytest.fail(f"{obj['kind']}/{obj['metadata']['name']}: {where}: {e.message}")
+    assert checked >= 10
+
+
+def test_every_namespaced_object_lives_in_the_autowrap_namespace(
+    rendered: tuple[Obj, ...],
+) -> None:
+    for obj in rendered:
+        ns = obj["metadata"].get("namespace")
+        if obj["kind"] in CLUSTER_SCOPED_KINDS:
+            assert ns is None, obj["metadata"]["name"]
+        else:
+            assert ns == names.SERVICE_NAMESPACE, f"{obj['kind']}/{obj['metadata']['name']}"
+
+
+def test_both_webhook_configurations_exist_under_their_names(rendered: tuple[Obj, ...]) -> None:
+    for kind, name in WEBHOOK_CONFIGURATIONS.items():
+        assert the(rendered, kind, name)["webhooks"]
+
+
+# --- webhooks ----------------------------------------------------------------------------------
+
+
+def test_every_webhook_calls_the_autowrap_service_on_the_path_for_its_kind(
+    rendered: tuple[Obj, ...],
+) -> None:
+    for kind, hook in webhooks(rendered):
+        service = hook["clientConfig"]["service"]
+        assert "url" not in hook["clientConfig"]
+        assert service["name"] == names.SERVICE_NAME
+        assert service["namespace"] == names.SERVICE_NAMESPACE
+        assert service["path"] == PATH_FOR_KIND[kind], hook["name"]
+        assert service.get("port", 443) == 443
+
+
+def test_the_service_sends_https_to_the_serving_port_and_exposes_metrics(
+    rendered: tuple[Obj, ...],
+) -> None:
+    service = the(rendered, "Service", names.SERVICE_NAME)
+    assert service["metadata"]["namespace"] == names.SERVICE_NAMESPACE
+    ports = {p["port"]: p for p in service["spec"]["ports"]}
+    assert container_port(rendered, ports[443]["targetPort"]) == names.SERVING_PORT
+    metrics = [
+        p for p in ports.values() if container_port(rendered, p["targetPort"]) == names.METRICS_PORT
+    ]
+    assert metrics, "the metrics port is not exposed"
+    pod_labels = the(rendered, "Deployment", names.SERVICE_NAME)["spec"]["template"]["metadata"][
+        "labels"
+    ]
+    assert selector_matches({"matchLabels": service["spec"]["selector"]}, pod_labels)
+
+
+def test_every_webhook_is_create_only(rendered: tuple[Obj, ...]) -> None:
+    for _, hook in webhooks(rendered):
+        for rule in hook["rules"]:
+            assert rule["operations"] == ["CREATE"], hook["name"]
+            assert "*" not in rule["resources"] + rule["apiGroups"], hook["name"]
+
+
+def test_every_webhook_sets_timeout_and_failure_policy_explicitly(
+    rendered: tuple[Obj, ...],
+) -> None:
+    for kind, hook in webhooks(rendered):
+        assert 1 <= hook["timeoutSeconds"] <= 30, hook["name"]
+        assert hook["failurePolicy"] in {"Fail", "Ignore"}, hook["name"]
+        assert hook["admissionReviewVersions"] == ["v1"], hook["name"]
+        if kind == "MutatingWebhookConfiguration":
+            assert hook["reinvocationPolicy"] == "Never", hook["name"]
+
+
+def test_every_webhook_fails_closed(rendered: tuple[Obj, ...]) -> None:
+    # Within their tight scope: an opted-in job is never created unwrapped, a wrapped job's pod
+    # never starts without its rank, an AppWrapper is never queued incomplete.
+    for _, hook in webhooks(rendered):
+        assert hook["failurePolicy"] == "Fail", hook["name"]
+
+
+@pytest.mark.parametrize("system_namespace", SYSTEM_NAMESPACES)
+def test_every_webhook_excludes_system_namespaces(
+    rendered: tuple[Obj, ...], system_namespace: str
+) -> None:
+    # Even when someone labels the namespace as an opt-in namespace.
+    for labels in (
+        namespace(system_namespace),
+        namespace(system_namespace, **{names.WRAP_LABEL: "Always"}),
+    ):
+        for _, hook in webhooks(rendered):
+            assert hook.get("namespaceSelector"), hook["name"]
+            assert not selector_matches(hook["namespaceSelector"], labels), hook["name"]
+
+
+def test_only_webhooks_that_create_appwrappers_declare_side_effects_on_non_dry_runs(
+    rendered: tuple[Obj, ...],
+) -> None:
+    for kind, hook in webhooks(rendered):
+        wraps = kind == "ValidatingWebhookConfiguration" and any(
+            r["resources"] != [names.APPWRAPPER_PLURAL] for r in hook["rules"]
+        )
+        assert hook["sideEffects"] == ("NoneOnDryRun" if wraps else "None"), hook["name"]
+
+
+def test_appwrapper_webhooks_answer_within_the_wrap_webhooks_budget(
+    rendered: tuple[Obj, ...],
+) -> None:
+    # A wrap webhook creates an AppWrapper, whose admission (autowrap's AppWrapper webhooks
+    # among others) runs inside the wrap webhook's own timeout.
+    appwrapper_hooks = [
+        h
+        for _, h in webhooks(rendered)
+        if rule_matches(h, names.APPWRAPPER_API_VERSION, names.APPWRAPPER_PLURAL)
+    ]
+    wrap_hooks = [h for _, h in webhooks(rendered) if h["sideEffects"] == "NoneOnDryRun"]
+    assert appwrapper_hooks and wrap_hooks
+    slowest_appwrapper = max(h["timeoutSeconds"] for h in appwrapper_hooks)
+    for hook in wrap_hooks:
+        assert hook["timeoutSeconds"] >= 2 * slowest_appwrapper, hook["name"]
+
+
+TEAM = namespace("team-a")
+ALWAYS = namespace("team-b", **{names.WRAP_LABEL: "Always"})
+WRAP = {names.WRAP_LABEL: "true"}
+NO_WRAP = {names.WRAP_LABEL: "false"}
+QUEUE = {names.QUEUE_LABEL: "team-queue"}
+WRAPPED = {names.APPWRAPPER_LABEL: "train"}
+RANKED = {names.NODE_RANK_OFFSET_LABEL: "0", names.APPWRAPPER_LABEL: "train"}
+
+# (what is created, resource, namespace labels, which kinds of autowrap webhook must see it)
+SCENARIOS = {
+    "vcjob labeled wrap=true is wrapped": (vcjob(WRAP), "jobs", TEAM, ["wrap"]),
+    "vcjob with a queue label is wrapped": (vcjob(QUEUE), "jobs", TEAM, ["wrap"]),
+    "unlabeled vcjob is not sent": (vcjob(), "jobs", TEAM, []),
+    "vcjob labeled wrap=false is not sent": (vcjob({**NO_WRAP, **QUEUE}), "jobs", TEAM, []),
+    "owned vcjob is not sent": (vcjob(WRAP, owned=True), "jobs", TEAM, []),
+    "vcjob of an AppWrapper is not sent": (vcjob({**QUEUE, **WRAPPED}), "jobs", TEAM, []),
+    "unlabeled vcjob in an Always namespace is wrapped": (vcjob(), "jobs", ALWAYS, ["wrap"]),
+    "labeled vcjob in an Always namespace is sent once": (
+        vcjob({**WRAP, **QUEUE}),
+        "jobs",
+        ALWAYS,
+        ["wrap"],
+    ),
+    "vcjob labeled wrap=false in an Always namespace is not sent": (
+        vcjob(NO_WRAP),
+        "jobs",
+        ALWAYS,
+        [],
+    ),
+    "pod labeled wrap=true is wrapped": (pod(WRAP), "pods", TEAM, ["wrap"]),
+    "pod with only a queue label is left to Kueue": (pod(QUEUE), "pods", TEAM, []),
+    "unlabeled pod is not sent": (pod(), "pods", TEAM, []),
+    "unlabeled ownerless pod in an Always namespace is wrapped": (pod(), "pods", ALWAYS, ["wrap"]),
+    "controller-made pod in an Always namespace is not sent": (pod(owned=True), "pods", ALWAYS, []),
+    "pod of a wrapped vcjob gets its rank and is not wrapped again": (
+        pod(RANKED, owned=True),
+        "pods",
+        ALWAYS,
+        ["rank"],
+    ),
+    "AppWrapper of a vcjob is completed and validated": (
+        appwrapper(vcjob()),
+        "appwrappers",
+        TEAM,
+        ["complete", "check"],
+    ),
+    "AppWrapper of a pod is completed and validated": (
+        appwrapper(pod()),
+        "appwrappers",
+        TEAM,
+        ["complete", "check"],
+    ),
+    "AppWrapper of other kinds is not sent": (
+        appwrapper({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}}),
+        "appwrappers",
+        TEAM,
+        [],
+    ),
+    "AppWrapper without components is not sent": (
+        {**appwrapper(), "spec": {}},
+        "appwrappers",
+        TEAM,
+        [],
+    ),
+}
+
+
+def webhook_role(objs: Iterable[Obj], name: str) -> str:
+    for kind, hook in webhooks(objs):
+        if hook["name"] == name:
+            if kind == "MutatingWebhookConfiguration":
+                appwrappers = rule_matches(hook, names.APPWRAPPER_API_VERSION, "appwrappers")
+                return "complete" if appwrappers else "rank"
+            return "wrap" if hook["sideEffects"] == "NoneOnDryRun" else "check"
+    raise AssertionError(name)
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_which_webhooks_see_an_object(scenario: str) -> None:
+    obj, resource, ns_labels, expected = SCENARIOS[scenario]
+    objs = render("base")
+    called = webhooks_called(objs, resource=resource, obj=obj, namespace_labels=ns_labels)
+    assert sorted(webhook_role(objs, n) for n in called) == sorted(expected), called
+
+
+# --- the Deployment ----------------------------------------------------------------------------
+
+
+def test_webhook_runs_two_replicas_kept_apart(rendered: tuple[Obj, ...]) -> None:
+    deployment = the(rendered, "Deployment", names.SERVICE_NAME)
+    assert deployment["spec"]["replicas"] >= 2
+    anti = pod_spec(rendered)["affinity"]["podAntiAffinity"]
+    terms = [
+        t.get("podAffinityTerm", t)
+        for t in anti.get("preferredDuringSchedulingIgnoredDuringExecution", [])
+        + anti.get("requiredDuringSchedulingIgnoredDuringExecution", [])
+    ]
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert any(
+        t["topologyKey"] == "kubernetes.io/hostname"
+        and selector_matches(t["labelSelector"], pod_labels)
+        for t in terms
+    )
+    assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+
+
+def test_a_disruption_budget_keeps_one_replica_serving(rendered: tuple[Obj, ...]) -> None:
+    pdb = the(rendered, "PodDisruptionBudget")
+    pod_labels = the(rendered, "Deployment", names.SERVICE_NAME)["spec"]["template"]["metadata"][
+        "labels"
+    ]
+    assert pdb["spec"]["minAvailable"] == 1
+    assert selector_matches(pdb["spec"]["selector"], pod_labels)
+
+
+def test_probes_ask_the_server_over_https(rendered: tuple[Obj, ...]) -> None:
+    c = container(rendered)
+    for probe, path in (
+        ("readinessProbe", names.READYZ_PATH),
+        ("livenessProbe", names.HEALTHZ_PATH),
+    ):
+        get = c[probe]["httpGet"]
+        assert get["path"] == path
+        assert get["scheme"] == "HTTPS"
+        assert container_port(rendered, get["port"]) == names.SERVING_PORT
+
+
+def test_webhook_pods_are_locked_down(rendered: tuple[Obj, ...]) -> None:
+    spec = pod_spec(rendered)
+    pod_sc, sc = spec.get("securityContext", {}), container(rendered)["securityContext"]
+
+    def setting(key: str) -> Any:
+        return sc.get(key, pod_sc.get(key))
+
+    assert setting("runAsNonRoot") is True
+    assert setting("runAsUser") == 65532
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"]["drop"] == ["ALL"]
+    assert "add" not in sc["capabilities"]
+    assert setting("seccompProfile") == {"type": "RuntimeDefault"}
+    assert spec["automountServiceAccountToken"] is True
+    assert spec["serviceAccountName"] == names.SERVICE_NAME
+    assert not spec.get("hostNetwork") and not spec.get("hostPID")
+
+
+def test_webhook_container_declares_requests_and_limits(rendered: tuple[Obj, ...]) -> None:
+    resources = container(rendered)["resources"]
+    for kind in ("requests", "limits"):
+        assert set(resources[kind]) >= {"cpu", "memory"}, kind
+
+
+def test_shutdown_leaves_time_to_finish_the_slowest_admission(rendered: tuple[Obj, ...]) -> None:
+    slowest = max(h["timeoutSeconds"] for _, h in webhooks(rendered))
+    pre_stop = container(rendered).get("lifecycle", {}).get("preStop", {})
+    delay = pre_stop.get("sleep", {}).get("seconds", 0)
+    assert pod_spec(rendered)["terminationGracePeriodSeconds"] > delay + slowest
+
+
+def test_server_listens_where_the_manifests_point(rendered: tuple[Obj, ...]) -> None:
+    c = container(rendered)
+    args = c["args"]
+    assert args[0] == "serve"
+    assert flag(args, "--host") == "0.0.0.0"
+    assert flag(args, "--port") == str(names.SERVING_PORT)
+    assert flag(args, "--metrics-port") == str(names.METRICS_PORT)
+    assert flag(args, "--kubeconfig") is None, "in the cluster the server uses in-cluster config"
+    declared = {p["containerPort"] for p in c["ports"]}
+    assert declared == {names.SERVING_PORT, names.METRICS_PORT}
+
+
+def test_image_is_the_release_image(rendered: tuple[Obj, ...]) -> None:
+    assert container(rendered)["image"] == "ghcr.io/autowrap/autowrap:0.1.0"
+
+
+def test_policies_reach_the_policy_dir_from_the_policies_configmap(
+    rendered: tuple[Obj, ...],
+) -> None:
+    policy_dir = flag(container(rendered)["args"], "--policy")
+    assert policy_dir
+    volume = volume_mounted_at(rendered, policy_dir)
+    configmap = the(rendered, "ConfigMap", volume["configMap"]["name"])
+    assert configmap["data"]
+
+
+@pytest.mark.parametrize("variant", ["base", "cert-manager"])
+def test_serving_secret_is_mounted_as_the_cert_dir(variant: str) -> None:
+    objs = render(variant)
+    cert_dir = flag(container(objs)["args"], "--cert-dir")
+    assert cert_dir
+    assert volume_mounted_at(objs, cert_dir)["secret"]["secretName"] == SERVING_SECRET
+
+
+# --- certificates ------------------------------------------------------------------------------
+
+
+def test_cert_manager_certificate_names_the_service() -> None:
+    objs = render("cert-manager")
+    certificate = [
+        c for c in find(objs, "Certificate") if c["spec"]["secretName"] == SERVING_SECRET
+    ]
+    assert len(certificate) == 1
+    svc = f"{names.SERVICE_NAME}.{names.SERVICE_NAMESPACE}.svc"
+    assert set(certificate[0]["spec"]["dnsNames"]) == {svc, f"{svc}.cluster.local"}
+    issuer = certificate[0]["spec"]["issuerRef"]
+    assert find(objs, issuer["kind"], issuer["name"]), "the serving certificate has no issuer"
+
+
+def test_cert_manager_injects_the_ca_into_both_webhook_configurations() -> None:
+    objs = render("cert-manager")
+    certificate = next(
+        c for c in find(objs, "Certificate") if c["spec"]["secretName"] == SERVING_SECRET
+    )
+    source = f"{certificate['metadata']['namespace']}/{certificate['metadata']['name']}"
+    for kind, name in WEBHOOK_CONFIGURATIONS.items():
+        annotations = the(objs, kind, name)["metadata"].get("annotations", {})
+        assert annotations.get("cert-manager.io/inject-ca-from") == source, name
+
+
+def test_self_managed_server_owns_its_secret_and_both_webhook_configurations() -> None:
+    objs = render("self-managed")
+    args = container(objs)["args"]
+    assert "--self-managed-certs" in args
+    assert flag(args, "--cert-secret") == SERVING_SECRET
+    configured = flag(args, "--webhook-configurations")
+    assert configured
+    assert set(configured.split(",")) == set(WEBHOOK_CONFIGURATIONS.values())
+    cert_dir = flag(args, "--cert-dir")
+    assert cert_dir
+    assert "emptyDir" in volume_mounted_at(objs, cert_dir), "the server writes its own cert files"
+    mount = next(m for m in container(objs)["volumeMounts"] if m["mountPath"] == cert_dir)
+    assert not mount.get("readOnly")
+
+
+# --- RBAC --------------------------------------------------------------------------------------
+
+
+def test_autowrap_may_make_exactly_the_api_calls_the_server_makes() -> None:
+    try:
+        kube = importlib.import_module("webhook.kube")
+    except ImportError:
+        pytest.skip("webhook/kube.py does not exist yet: no API_CALLS to compare the RBAC with")
+    if not hasattr(kube, "API_CALLS"):
+        pytest.skip("webhook.kube has no API_CALLS yet: nothing to compare the RBAC with")
+    expected = {("" if g == "core" else g, r, v) for g, r, v in kube.API_CALLS}
+    grants = rbac_grants(render("base"), names.SERVICE_NAMESPACE, names.SERVICE_NAME)
+    assert all(names_ == () and scope is None for *_, names_, scope in grants)
+    assert {(g, r, v) for g, r, v, _, _ in grants} == expected
+
+
+def test_self_managed_certificates_add_only_their_secret_and_webhook_configurations() -> None:
+    base = rbac_grants(render("base"), names.SERVICE_NAMESPACE, names.SERVICE_NAME)
+    overlay = rbac_grants(render("self-managed"), names.SERVICE_NAMESPACE, names.SERVICE_NAME)
+    ns = names.SERVICE_NAMESPACE
+    admission = "admissionregistration.k8s.io"
+    assert overlay - base == {
+        ("", "secrets", "get", (SERVING_SECRET,), ns),
+        ("", "secrets", "update", (SERVING_SECRET,), ns),
+        # Kubernetes cannot restrict create by name; the Role keeps it to autowrap's namespace.
+        ("", "secrets", "create", (), ns),
+        *(
+            (admission, f"{kind.lower()}s", verb, (name,), None)
+            for kind, name in WEBHOOK_CONFIGURATIONS.items()
+            for verb in ("get", "update", "patch")
+        ),
+    }
+    assert base <= overlay
+
+
+def test_cert_manager_overlay_grants_autowrap_nothing_more() -> None:
+    base = rbac_grants(render("base"), names.SERVICE_NAMESPACE, names.SERVICE_NAME)
+    overlay = rbac_grants(render("cert-manager"), names.SERVICE_NAMESPACE, names.SERVICE_NAME)
+    assert overlay == base
+
+
+def test_no_role_grants_wildcards(rendered: tuple[Obj, ...]) -> None:
+    for role in find(rendered, "ClusterRole") + find(rendered, "Role"):
+        for rule in role["rules"]:
+            for field in ("apiGroups", "resources", "verbs"):
+                assert "*" not in rule.get(field, []), role["metadata"]["name"]
+
+
+def test_appwrapper_controller_may_run_volcano_jobs(rendered: tuple[Obj, ...]) -> None:
+    grants = rbac_grants(rendered, *APPWRAPPER_CONTROLLER)
+    assert grants == {
+        ("batch.volcano.sh", "jobs", verb, (), None)
+        for verb in ("get", "list", "watch", "create", "delete")
+    }
+
+
+def test_policies_configmap_equals_the_policies_directory() -> None:
+    policies = REPO / "policies"
+    if not policies.is_dir():
+        pytest.skip("policies/ does not exist yet: nothing to compare the ConfigMap with")
+    files = {
+        p.name: p.read_text(encoding="utf-8")
+        for p in sorted(policies.iterdir())
+        if p.is_file() and p.suffix in {".yaml", ".yml"}
+    }
+    assert files, "policies/ holds no policy file"
+    objs = render("base")
+    policy_dir = flag(container(objs)["args"], "--policy")
+    assert policy_dir
+    configmap = the(objs, "ConfigMap", volume_mounted_at(objs, policy_dir)["configMap"]["name"])
+    assert configmap["data"] == files, (
+        "deploy/base/policies/ differs from policies/: copy the files over and list every file "
+        "in deploy/base/kustomization.yaml"
+    )
+
+
+# --- the image ---------------------------------------------------------------------------------
+
+
+def dockerfile_stages() -> list[list[tuple[str, str]]]:
+    """The Dockerfile as stages of (INSTRUCTION, arguments), continuation lines joined."""
+    lines: list[str] = []
+    pending = ""
+    for raw in (REPO / "Dockerfile").read_text(encoding="utf-8").splitlines():
+        line = raw.strip()
+        if not pending and (not line or line.startswith("#")):
+            continue
+        if line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        lines.append(pending + line)
+        pending = ""
+    stages: list[list[tuple[str, str]]] = []
+    for line in lines:
+        instruction, _, rest = line.partition(" ")
+        instruction = instruction.upper()
+        if instruction == "FROM":
+            stages.append([])
+        if stages:
+            stages[-1].append((instruction, rest.strip()))
+    return stages
+
+
+def final_stage() -> list[tuple[str, str]]:
+    return dockerfile_stages()[-1]
+
+
+def test_image_is_built_in_separate_stages() -> None:
+    stages = dockerfile_stages()
+    assert len(stages) >= 2
+    assert any(i == "COPY" and a.startswith("--from=") for i, a in final_stage()), (
+        "the final stage copies the built environment from the builder"
+    )
+
+
+def test_image_runs_as_a_numeric_non_root_user() -> None:
+    users = [a for i, a in final_stage() if i == "USER"]
+    assert users, "the final stage sets no USER"
+    user = users[-1].split(":")[0]
+    assert user.isdigit() and int(user) != 0
+    assert int(user) == 65532, "the Deployment's runAsUser"
+
+
+def test_image_has_no_build_tools() -> None:
+    tools = ("gcc", "g++", "build-essential", "make", "clang", "apt-get install", "apk add")
+    for instruction, args in final_stage():
+        if instruction == "RUN":
+            assert not any(t in args for t in tools), args
+
+
+def test_image_starts_autowrap_serve() -> None:
+    stage = final_stage()
+    assert [a for i, a in stage if i == "ENTRYPOINT"][-1] == '["autowrap"]'
+    assert [a for i, a in stage if i == "CMD"][-1] == '["serve"]'
+    exposed = {p for i, a in stage if i == "EXPOSE" for p in a.split()}
+    assert exposed == {str(names.SERVING_PORT), str(names.METRICS_PORT)}
+    env = " ".join(a for i, a in stage if i == "ENV")
+    assert "PYTHONDONTWRITEBYTECODE=1" in env
+
+
+def dockerignored(path: str) -> bool:
+    """Whether the build context leaves `path` out: a pattern matches a path or any of its
+    parent directories, `**/` matches at any depth, `!` re-includes, the last match wins."""
+    parts = path.split("/")
+    prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    ignored = False
+    for raw in (REPO / ".dockerignore").read_text(encoding="utf-8").splitlines():
+        pattern = raw.strip()
+        if not pattern or pattern.startswith("#"):
+            continue
+        negate = pattern.startswith("!")
+        pattern = pattern.removeprefix("!").rstrip("/")
+        if pattern.startswith("**/"):
+            tail = pattern.removeprefix("**/")
+            hit = any(fnmatch.fnmatchcase(p.rsplit("/", 1)[-1], tail) for p in prefixes)
+        else:
+            hit = any(fnmatch.fnmatchcase(p, pattern) for p in prefixes)
+        if hit:
+            ignored = not negate
+    return ignored
+
+
+@pytest.mark.parametrize("path", ["pyproject.toml", "README.md", "webhook/names.py"])
+def test_build_context_holds_the_sources(path: str) -> None:
+    assert not dockerignored(path)
+
+
+@pytest.mark.parametrize(
+    "path", [".git/HEAD", ".venv/bin/python", "tests/deploy/test_manifests.py", "certs/ca.key"]
+)
+def test_build_context_leaves_out_everything_else(path: str) -> None:
+    assert dockerignored(path)

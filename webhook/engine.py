@@ -1,0 +1,403 @@
+"""The admission decision, as one pure function: ``admit(obj, context) -> Outcome``.
+
+Three outcomes: a wrap candidate becomes an AppWrapper; an AppWrapper is completed; anything
+else passes unchanged. The server, ``autowrap render``/``check`` and the tests all call
+``admit``; there is no second implementation. Findings are data (``Violation``); whether they
+deny or only warn is decided by the policy's enforcement in ``Outcome.verdict``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from webhook import builder, kinds, names, objects
+from webhook.fields import ANNOTATIONS, LABELS, SPEC, FieldPath, Severity, Violation, error
+from webhook.objects import Obj, as_list, as_map, int_or_none
+from webhook.plumbing import env as env_plumbing
+from webhook.plumbing import topology as topology_plumbing
+from webhook.policy import Enforcement, Match, PolicySet, PolicySpec, WrapMode
+from webhook.rules import annotations as annotation_rules
+from webhook.rules import env as env_rules
+from webhook.rules import fault_tolerance, partitions, podsets, queue
+from webhook.rules import names as name_rules
+from webhook.rules import topology as topology_rules
+from webhook.workload import HasKindRules, HasTopology, KindAdapter, PodGroup
+
+COMPONENTS = SPEC.child("components")
+
+
+class Action(StrEnum):
+    PASS = "pass"
+    WRAP = "wrap"
+    COMPLETE = "complete"
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the engine knows about a submission besides the object itself."""
+
+    policies: PolicySet
+    namespace: str = "default"
+    namespace_labels: Mapping[str, str] = field(default_factory=dict)
+    user: str = ""
+    uid: str = ""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    denied: bool
+    errors: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    action: Action
+    result: Obj | None
+    findings: tuple[Violation, ...] = ()
+    match: Match | None = None
+    reason: str = ""
+
+    @property
+    def errors(self) -> tuple[Violation, ...]:
+        return tuple(v for v in self.findings if v.severity is Severity.ERROR)
+
+    @property
+    def warnings(self) -> tuple[Violation, ...]:
+        return tuple(v for v in self.findings if v.severity is Severity.WARNING)
+
+    @property
+    def audit(self) -> bool:
+        return self.match is not None and self.match.policy.spec.enforcement is Enforcement.AUDIT
+
+    def verdict(self) -> Verdict:
+        """Audit enforcement turns every rejection into a warning, here and nowhere else."""
+        errors = tuple(v.render() for v in self.errors)
+        warnings = tuple(v.render() for v in self.warnings)
+        if self.audit and errors:
+            return Verdict(False, (), tuple(f"(audit) {e}" for e in errors) + warnings)
+        return Verdict(bool(errors), errors, warnings)
+
+
+# --- the entry point ---------------------------------------------------------------------------
+
+
+def admit(obj: object, context: Context) -> Outcome:
+    if not isinstance(obj, Mapping):
+        return Outcome(Action.PASS, None, reason="not an object")
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    match = context.policies.match(context.namespace, context.namespace_labels)
+    if api_version == names.APPWRAPPER_API_VERSION and kind == "AppWrapper":
+        if match is None:
+            return Outcome(Action.PASS, dict(obj), reason=_uncovered(context.namespace))
+        return _complete_submitted(dict(obj), match)
+    adapter = kinds.find(api_version, kind)
+    if adapter is None:
+        return Outcome(Action.PASS, dict(obj), match=match, reason=f"autowrap does not wrap {kind}")
+    why_not = _not_a_candidate(obj, adapter, match, context)
+    if why_not or match is None:
+        return Outcome(Action.PASS, dict(obj), match=match, reason=why_not)
+    return _wrap(dict(obj), adapter, match, context)
+
+
+def _uncovered(namespace: str) -> str:
+    return f"namespace {namespace!r} is not covered by any autowrap policy"
+
+
+def _not_a_candidate(
+    obj: Mapping[str, Any], adapter: KindAdapter, match: Match | None, context: Context
+) -> str:
+    if match is None:
+        return _uncovered(context.namespace)
+    if as_list(as_map(obj.get("metadata")).get("ownerReferences")):
+        return "it has ownerReferences: objects created by controllers are never wrapped"
+    labels = objects.labels_of(obj)
+    if names.APPWRAPPER_LABEL in labels:
+        return f"it already belongs to AppWrapper {labels[names.APPWRAPPER_LABEL]!r}"
+    wrap = labels.get(names.WRAP_LABEL)
+    if wrap == "false":
+        return f"label {names.WRAP_LABEL}=false opts it out"
+    if wrap == "true":
+        return ""
+    if adapter.queue_label_requests_wrap and names.QUEUE_LABEL in labels:
+        return ""
+    if match.policy.spec.wrap is WrapMode.ALWAYS:
+        return ""
+    triggers = f"label {names.WRAP_LABEL}=true"
+    if adapter.queue_label_requests_wrap:
+        triggers += f" or {names.QUEUE_LABEL}"
+    return f"no {triggers}, and policy {match.policy.name!r} wraps only on request"
+
+
+# --- one workload: findings and plumbing ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    groups: list[PodGroup]
+    plan: env_plumbing.Plan | None
+    dns_patched: Obj
+    extra: tuple[Obj, ...]
+
+
+def _prepare(obj: Obj, adapter: KindAdapter, policy: PolicySpec) -> _Prepared:
+    groups = adapter.pod_groups(obj)
+    master = adapter.master_group(obj, groups)
+    if master is None:
+        return _Prepared(groups, None, obj, ())
+    obj_annotations = objects.annotations_of(obj)
+    port = env_plumbing.master_port(obj_annotations, policy.master_port)
+    dns = adapter.dns(obj, groups, master, port=port)
+    plan = env_plumbing.plan(
+        groups,
+        master,
+        master_addr=dns.master_addr,
+        port=port,
+        nproc_override=env_plumbing.parse_positive(obj_annotations.get(names.NPROC_ANNOTATION)),
+        accelerators=policy.accelerators,
+    )
+    return _Prepared(groups, plan, dns.patched, dns.extra)
+
+
+def workload_findings(obj: Obj, adapter: KindAdapter, policy: PolicySpec) -> list[Violation]:
+    prepared = _prepare(obj, adapter, policy)
+    found: list[Violation] = []
+    if prepared.plan is not None:
+        found += env_rules.check(prepared.plan, extra_reserved=policy.reserved_env)
+    found += partitions.check(prepared.groups)
+    found += name_rules.check(obj, prepared.groups, adapter)
+    found += annotation_rules.check(objects.annotations_of(obj), [g.name for g in prepared.groups])
+    if isinstance(adapter, HasTopology):
+        found += topology_rules.check(
+            adapter.topology_slots(obj), max_tier=policy.topology.max_tier
+        )
+    if isinstance(adapter, HasKindRules):
+        found += adapter.check(obj)
+    return found
+
+
+def plumb(obj: Obj, adapter: KindAdapter, policy: PolicySpec) -> tuple[Obj, tuple[Obj, ...]]:
+    """The workload with env, DNS and topology applied, and the objects it needs beside it."""
+    prepared = _prepare(obj, adapter, policy)
+    result = prepared.dns_patched
+    if prepared.plan is not None:
+        for group_plan in prepared.plan.groups:
+            path = group_plan.group.template_path
+            template = as_map(objects.get(result, path))
+            applied = env_plumbing.apply(template, group_plan)
+            if path.parts:
+                objects.put(result, path, applied)
+            else:
+                result = applied
+    if isinstance(adapter, HasTopology):
+        result = topology_plumbing.apply_defaults(
+            result, adapter.topology_slots(result), policy.topology
+        )
+    return result, prepared.extra
+
+
+def declared_podsets(groups: Sequence[PodGroup]) -> list[dict[str, Any]]:
+    return [
+        {"path": g.podset_path, "replicas": g.replicas} for g in groups if g.podset_path is not None
+    ]
+
+
+# --- wrapping a candidate ----------------------------------------------------------------------
+
+
+def _wrap(obj: Obj, adapter: KindAdapter, match: Match, context: Context) -> Outcome:
+    policy = match.policy.spec
+    labels = objects.labels_of(obj)
+    chosen_queue = labels.get(names.QUEUE_LABEL) or policy.queue.default
+    component = builder.clean(obj, [g.template_path for g in adapter.pod_groups(obj)])
+    spec_hash = objects.canonical_hash({"component": component, "queue": chosen_queue})
+    name = builder.appwrapper_name(obj, seed=context.uid or spec_hash)
+    if not objects.name_of(component):
+        metadata = component.setdefault("metadata", {})
+        metadata["name"] = name
+        metadata.pop("generateName", None)
+
+    findings = workload_findings(component, adapter, policy)
+    findings += queue.check(chosen_queue, policy.queue)
+    findings += fault_tolerance.check(objects.annotations_of(obj), policy.fault_tolerance)
+    findings += podsets.check(len(adapter.pod_groups(obj)), path=SPEC)
+
+    origin = {
+        names.ORIGIN_KIND_ANNOTATION: _origin_kind(adapter),
+        names.ORIGIN_NAME_ANNOTATION: objects.name_of(obj) or name,
+        names.SPEC_HASH_ANNOTATION: spec_hash,
+    }
+    if context.user:
+        origin[names.REQUESTED_BY_ANNOTATION] = context.user
+    appwrapper = builder.enclose(
+        component,
+        name=name,
+        namespace=context.namespace or None,
+        queue=chosen_queue,
+        priority=labels.get(names.PRIORITY_LABEL),
+        fault_tolerance=builder.fault_tolerance(obj),
+        origin=origin,
+    )
+    completed = complete(appwrapper, policy)
+    return Outcome(Action.WRAP, completed, tuple(findings), match, f"wrapped: {match.reason}")
+
+
+def _origin_kind(adapter: KindAdapter) -> str:
+    group = adapter.api_version.rpartition("/")[0]
+    return f"{adapter.kind}.{group}" if group else adapter.kind
+
+
+# --- completing an AppWrapper --------------------------------------------------------------------
+
+
+def complete(appwrapper: Obj, policy: PolicySpec) -> Obj:
+    """Queue and fault-tolerance defaults, suspend, plumbing and podSets; a fixed point."""
+    result = objects.deep_copy(appwrapper)
+    metadata = result.setdefault("metadata", {})
+    if policy.queue.default:
+        aw_labels = _ensure_map(metadata, "labels")
+        aw_labels.setdefault(names.QUEUE_LABEL, policy.queue.default)
+    if policy.fault_tolerance.defaults:
+        aw_annotations = _ensure_map(metadata, "annotations")
+        for key, value in policy.fault_tolerance.defaults.items():
+            aw_annotations.setdefault(names.FAULT_TOLERANCE_PREFIX + key, value)
+    spec = result.get("spec")
+    if not isinstance(spec, dict):
+        return result
+    spec.setdefault("suspend", True)
+    components = spec.get("components")
+    if not isinstance(components, list):
+        return result
+    extras: list[Obj] = []
+    for i, component in enumerate(components):
+        if not isinstance(component, dict) or not isinstance(component.get("template"), dict):
+            continue
+        template = component["template"]
+        adapter = kinds.find(template.get("apiVersion"), template.get("kind"))
+        if adapter is None:
+            continue
+        plumbed, beside = plumb(template, adapter, policy)
+        completed_component = {**component, "template": plumbed}
+        wanted = declared_podsets(adapter.pod_groups(plumbed))
+        if wanted:
+            have = as_list(component.get("podSets"))
+            have_paths = {as_map(p).get("path") for p in have}
+            missing = [p for p in wanted if p["path"] not in have_paths]
+            if missing:
+                completed_component["podSets"] = [*have, *missing]
+        components[i] = completed_component
+        extras.extend(beside)
+    present = {
+        (
+            as_map(c).get("template", {}).get("kind"),
+            objects.name_of(as_map(as_map(c).get("template"))),
+        )
+        for c in components
+        if isinstance(c, dict)
+    }
+    for extra in extras:
+        if (extra.get("kind"), objects.name_of(extra)) not in present:
+            components.append({"template": extra})
+            present.add((extra.get("kind"), objects.name_of(extra)))
+    return result
+
+
+def _ensure_map(parent: dict[str, Any], key: str) -> dict[str, Any]:
+    current = parent.get(key)
+    if not isinstance(current, dict):
+        current = parent[key] = {}
+    return current
+
+
+def _complete_submitted(appwrapper: Obj, match: Match) -> Outcome:
+    policy = match.policy.spec
+    completed = complete(appwrapper, policy)
+    findings = check_appwrapper(completed, policy)
+    return Outcome(Action.COMPLETE, completed, tuple(findings), match, f"completed: {match.reason}")
+
+
+def check_appwrapper(appwrapper: Mapping[str, Any], policy: PolicySpec) -> list[Violation]:
+    found: list[Violation] = []
+    found += queue.check(
+        objects.labels_of(appwrapper).get(names.QUEUE_LABEL),
+        policy.queue,
+        path=LABELS.key(names.QUEUE_LABEL),
+    )
+    found += fault_tolerance.check(
+        objects.annotations_of(appwrapper), policy.fault_tolerance, base=ANNOTATIONS
+    )
+    components = as_map(appwrapper.get("spec")).get("components")
+    if not isinstance(components, list) or not components:
+        return [*found, error(COMPONENTS, "an AppWrapper needs at least one component")]
+    namespace = as_map(appwrapper.get("metadata")).get("namespace")
+    total_podsets = 0
+    for i, component in enumerate(components):
+        path = COMPONENTS.index(i)
+        template = as_map(as_map(component).get("template"))
+        if not template:
+            found.append(error(path.child("template"), "every component needs a template object"))
+            continue
+        found += _check_component(template, as_map(component), path, namespace, policy)
+        total_podsets += _podset_count(template, as_map(component))
+    found += podsets.check(total_podsets, path=COMPONENTS)
+    return found
+
+
+def _check_component(
+    template: Mapping[str, Any],
+    component: Mapping[str, Any],
+    path: FieldPath,
+    namespace: object,
+    policy: PolicySpec,
+) -> list[Violation]:
+    found: list[Violation] = []
+    template_path = path.child("template")
+    if template.get("kind") == "AppWrapper":
+        found.append(error(template_path, "AppWrappers cannot be nested; wrap the workload itself"))
+    own_ns = as_map(template.get("metadata")).get("namespace")
+    if own_ns and namespace and own_ns != namespace:
+        found.append(
+            error(
+                template_path.child("metadata", "namespace"),
+                f"{own_ns!r} differs from the AppWrapper's namespace {namespace!r}; AppWrappers cannot "
+                "create objects in other namespaces, so remove it",
+            )
+        )
+    adapter = kinds.find(template.get("apiVersion"), template.get("kind"))
+    if adapter is None:
+        return found
+    found += [v.under(template_path) for v in workload_findings(dict(template), adapter, policy)]
+    groups = {g.podset_path: g for g in adapter.pod_groups(template) if g.podset_path}
+    for j, podset in enumerate(as_list(component.get("podSets"))):
+        podset_path = path.child("podSets").index(j)
+        declared = as_map(podset).get("path")
+        group = groups.get(declared) if isinstance(declared, str) else None
+        if group is None:
+            found.append(
+                error(
+                    podset_path.child("path"),
+                    f"{declared!r} does not name a pod template of this {adapter.kind}; use one of: "
+                    f"{', '.join(str(p) for p in groups) or '(none)'}",
+                )
+            )
+            continue
+        replicas = as_map(podset).get("replicas", 1)
+        if int_or_none(replicas) != group.replicas:
+            found.append(
+                error(
+                    podset_path.child("replicas"),
+                    f"{replicas} differs from the {group.replicas} replicas of {group.name!r}; Kueue "
+                    f"would reserve quota for the wrong number of pods, so set it to {group.replicas}",
+                )
+            )
+    return found
+
+
+def _podset_count(template: Mapping[str, Any], component: Mapping[str, Any]) -> int:
+    declared = len(as_list(component.get("podSets")))
+    adapter = kinds.find(template.get("apiVersion"), template.get("kind"))
+    inferred = len(adapter.pod_groups(template)) if adapter is not None else 0
+    return max(declared, inferred)

@@ -1,0 +1,95 @@
+"""Field paths and violations: how autowrap says *where* something is wrong.
+
+Paths are values, built with ``child``/``index``/``key`` and rendered to the familiar
+``spec.tasks[1].replicas`` form only at the edge (the admission response, the CLI's stderr).
+Violations are data, never exceptions: every rule returns all it finds, and the caller decides
+(per the policy's enforcement) whether they deny or only warn.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+_PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True, slots=True)
+class FieldPath:
+    """A path into an object: a tuple of map keys (str) and list indexes (int)."""
+
+    parts: tuple[str | int, ...] = ()
+
+    def child(self, *names: str) -> FieldPath:
+        return FieldPath(self.parts + names)
+
+    def index(self, i: int) -> FieldPath:
+        return FieldPath((*self.parts, i))
+
+    def key(self, k: str) -> FieldPath:
+        """A map key that may contain dots or slashes (labels, annotations)."""
+        return FieldPath((*self.parts, _MapKey(k)))
+
+    def join(self, other: FieldPath) -> FieldPath:
+        return FieldPath(self.parts + other.parts)
+
+    def __str__(self) -> str:
+        out: list[str] = []
+        for part in self.parts:
+            if isinstance(part, (_MapKey, int)):
+                out.append(f"[{part}]")
+            elif _PLAIN_KEY.match(part):
+                out.append(f".{part}" if out else part)
+            else:
+                out.append(f"[{part}]")
+        return "".join(out) or "<root>"
+
+    def pointer(self) -> str:
+        """The RFC 6901 JSON pointer of this path (``~1`` for ``/``, ``~0`` for ``~``)."""
+        return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in self.parts)
+
+
+class _MapKey(str):
+    """A map key rendered in brackets, like ``metadata.labels[kueue.x-k8s.io/queue-name]``."""
+
+    __slots__ = ()
+
+
+ROOT = FieldPath()
+METADATA = ROOT.child("metadata")
+LABELS = METADATA.child("labels")
+ANNOTATIONS = METADATA.child("annotations")
+SPEC = ROOT.child("spec")
+
+
+class Severity(StrEnum):
+    ERROR = "error"
+    WARNING = "warning"
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One finding: where, what is wrong and how to fix it (``detail`` says both)."""
+
+    path: FieldPath
+    detail: str
+    severity: Severity = Severity.ERROR
+
+    def render(self) -> str:
+        return f"{self.path}: {self.detail}"
+
+    def under(self, prefix: FieldPath) -> Violation:
+        """The same finding, seen from an enclosing object (e.g. inside an AppWrapper)."""
+        return Violation(prefix.join(self.path), self.detail, self.severity)
+
+    def as_warning(self) -> Violation:
+        return Violation(self.path, self.detail, Severity.WARNING)
+
+
+def error(path: FieldPath, detail: str) -> Violation:
+    return Violation(path, detail, Severity.ERROR)
+
+
+def warning(path: FieldPath, detail: str) -> Violation:
+    return Violation(path, detail, Severity.WARNING)

@@ -1,0 +1,84 @@
+"""A bare ``v1`` Pod: one pod group of one replica, whose template is the Pod itself.
+
+A Pod has no controller to name it on the network, so autowrap gives it ``hostname`` and
+``subdomain`` and a headless Service of that subdomain, as a component of the same
+AppWrapper: Kueue gates the Service with the Pod, and deleting the AppWrapper deletes both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from webhook import dnsnames, names, objects
+from webhook.fields import ROOT
+from webhook.objects import Obj, as_map
+from webhook.workload import Dns, PodGroup
+
+SERVICE_LABEL = names.PREFIX + "service"
+
+
+class PodKind:
+    api_version = "v1"
+    kind = "Pod"
+    resource = "pods"
+    queue_label_requests_wrap = False  # Kueue's own pod integration already reads it
+
+    def pod_groups(self, obj: Mapping[str, Any]) -> list[PodGroup]:
+        return [
+            PodGroup(
+                name=objects.name_of(obj) or "pod",
+                replicas=1,
+                path=ROOT,
+                template_path=ROOT,
+                template=obj,
+                podset_path=None,
+                pod_index_key=None,
+            )
+        ]
+
+    def master_group(self, obj: Mapping[str, Any], groups: Sequence[PodGroup]) -> PodGroup | None:
+        return groups[0] if groups else None
+
+    def pod_name(self, obj: Mapping[str, Any], group: PodGroup, index: int) -> str:
+        return _hostname(obj)
+
+    def dns(self, obj: Obj, groups: Sequence[PodGroup], master: PodGroup, *, port: int) -> Dns:
+        patched = objects.deep_copy(obj)
+        spec = patched.setdefault("spec", {})
+        hostname = _hostname(obj)
+        subdomain = spec.get("subdomain") or _service_name(hostname)
+        spec.setdefault("hostname", hostname)
+        spec.setdefault("subdomain", subdomain)
+        metadata = patched.setdefault("metadata", {})
+        pod_labels = metadata.get("labels")
+        if not isinstance(pod_labels, dict):
+            pod_labels = metadata["labels"] = {}
+        pod_labels.setdefault(SERVICE_LABEL, subdomain)
+        service = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": subdomain},
+            "spec": {
+                "clusterIP": "None",
+                "publishNotReadyAddresses": True,
+                "selector": {SERVICE_LABEL: pod_labels[SERVICE_LABEL]},
+                "ports": [{"name": "master", "port": port, "targetPort": port, "protocol": "TCP"}],
+            },
+        }
+        return Dns(master_addr=f"{spec['hostname']}.{subdomain}", patched=patched, extra=(service,))
+
+
+def _hostname(obj: Mapping[str, Any]) -> str:
+    spec = as_map(obj.get("spec"))
+    given = spec.get("hostname")
+    if isinstance(given, str) and given:
+        return given
+    metadata = as_map(obj.get("metadata"))
+    base = objects.name_of(obj) or str(metadata.get("generateName") or "pod")
+    return dnsnames.to_label(base, fallback="pod")
+
+
+def _service_name(hostname: str) -> str:
+    """A Service name must be a DNS-1035 label: it may not start with a digit."""
+    return hostname if dnsnames.is_dns1035_label(hostname) else dnsnames.to_label(f"svc-{hostname}")

@@ -1,0 +1,62 @@
+"""Every name autowrap shares with the cluster: labels, annotations, routes, ports.
+
+They live in one module because the server, the CLI, the deployment manifests and the tests
+must agree on them; ``tests/deploy`` checks ``deploy/`` against this file.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+PREFIX: Final = "autowrap.io/"
+
+# --- labels and annotations autowrap reads on submitted objects -------------------------------
+WRAP_LABEL: Final = "autowrap.io/wrap"
+MASTER_TASK_ANNOTATION: Final = "autowrap.io/master-task"
+MASTER_PORT_ANNOTATION: Final = "autowrap.io/master-port"
+NPROC_ANNOTATION: Final = "autowrap.io/nproc-per-node"
+
+# --- annotations autowrap writes on the AppWrapper --------------------------------------------
+ORIGIN_KIND_ANNOTATION: Final = "autowrap.io/origin-kind"
+ORIGIN_NAME_ANNOTATION: Final = "autowrap.io/origin-name"
+REQUESTED_BY_ANNOTATION: Final = "autowrap.io/requested-by"
+SPEC_HASH_ANNOTATION: Final = "autowrap.io/spec-hash"
+
+# --- what a wrapped pod template carries for the pod-level mutation ---------------------------
+# Label (not annotation) so that the pod webhook's objectSelector can match exactly these pods.
+NODE_RANK_OFFSET_LABEL: Final = "autowrap.io/node-rank-offset"
+# Which pod annotation holds the pod's index within its group (set by the workload's controller).
+POD_INDEX_KEY_ANNOTATION: Final = "autowrap.io/pod-index-key"
+# Written on the pod by the mutation; the template's env reads it through the downward API.
+NODE_RANK_ANNOTATION: Final = "autowrap.io/node-rank"
+
+# --- Kueue, AppWrapper, Volcano ---------------------------------------------------------------
+QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL: Final = "kueue.x-k8s.io/priority-class"
+KUEUE_MANAGED_LABEL: Final = "kueue.x-k8s.io/managed"
+KUEUE_FINALIZER: Final = "kueue.x-k8s.io/managed"
+KUEUE_GATES: Final = ("kueue.x-k8s.io/admission", "kueue.x-k8s.io/topology")
+KUEUE_POD_ANNOTATIONS: Final = ("kueue.x-k8s.io/role-hash",)
+APPWRAPPER_LABEL: Final = "workload.codeflare.dev/appwrapper"
+FAULT_TOLERANCE_PREFIX: Final = "workload.codeflare.dev.appwrapper/"
+LAST_APPLIED_ANNOTATION: Final = "kubectl.kubernetes.io/last-applied-configuration"
+VOLCANO_TASK_INDEX: Final = "volcano.sh/task-index"
+
+APPWRAPPER_API_VERSION: Final = "workload.codeflare.dev/v1beta2"
+APPWRAPPER_GROUP: Final = "workload.codeflare.dev"
+APPWRAPPER_VERSION: Final = "v1beta2"
+APPWRAPPER_PLURAL: Final = "appwrappers"
+APPWRAPPER_MAX_NAME: Final = 61
+APPWRAPPER_MAX_PODSETS: Final = 8
+
+# --- the service ------------------------------------------------------------------------------
+SERVICE_NAME: Final = "autowrap"
+SERVICE_NAMESPACE: Final = "autowrap-system"
+SERVING_PORT: Final = 9443
+METRICS_PORT: Final = 8080
+MUTATE_PATH: Final = "/mutate"
+VALIDATE_PATH: Final = "/validate"
+HEALTHZ_PATH: Final = "/healthz"
+READYZ_PATH: Final = "/readyz"
+METRICS_PATH: Final = "/metrics"
+MAX_BODY_BYTES: Final = 7 * 1024 * 1024

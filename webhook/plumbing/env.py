@@ -1,0 +1,212 @@
+"""The env table of SPEC section 4, computed once per workload and applied per template.
+
+Per-pod values cannot live in a template shared by all replicas, so RANK and NODE_RANK come
+from the downward API: a group of one pod gets a literal, the first group in rank order
+reads its controller's pod-index annotation directly, and any later group of several pods
+reads ``autowrap.io/node-rank``, which the pod-level mutation (``plumbing.pods``) writes as
+offset + index when the controller creates the pod. The template carries what that mutation
+needs: the offset label and the name of the pod-index annotation.
+"""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from webhook import names, objects
+from webhook.objects import Obj, as_list, as_map
+from webhook.workload import PodGroup
+
+RENDEZVOUS_NAMES = (
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "NNODES",
+    "NPROC_PER_NODE",
+    "WORLD_SIZE",
+    "RANK",
+    "NODE_RANK",
+    "LOCAL_WORLD_SIZE",
+    "PET_NNODES",
+    "PET_NPROC_PER_NODE",
+    "PET_NODE_RANK",
+    "PET_MASTER_ADDR",
+    "PET_MASTER_PORT",
+)
+CONTAINER_LISTS = ("initContainers", "containers")
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    group: PodGroup
+    offset: int
+    nproc: int
+    env: tuple[dict[str, Any], ...]
+    template_labels: Mapping[str, str]
+    template_annotations: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Plan:
+    master_addr: str
+    master_port: int
+    nnodes: int
+    world_size: int
+    groups: tuple[GroupPlan, ...]
+
+    def for_group(self, name: str) -> GroupPlan | None:
+        return next((g for g in self.groups if g.group.name == name), None)
+
+
+def accelerator_count(template: Mapping[str, Any], accelerators: Iterable[str]) -> int:
+    """Accelerators the pod asks for: the first resource name that matches the policy's list,
+    summed over the containers' limits (requests where a container sets no limit)."""
+    patterns = tuple(accelerators)
+    total = 0
+    for container in as_list(as_map(template.get("spec")).get("containers")):
+        resources = as_map(as_map(container).get("resources"))
+        amounts = as_map(resources.get("limits")) or as_map(resources.get("requests"))
+        for resource, amount in amounts.items():
+            if any(fnmatch.fnmatchcase(str(resource), p) for p in patterns):
+                total += _whole(amount)
+                break
+    return total
+
+
+def _whole(amount: object) -> int:
+    if isinstance(amount, int) and not isinstance(amount, bool):
+        return max(amount, 0)
+    if isinstance(amount, str) and amount.isdigit():
+        return int(amount)
+    return 0
+
+
+def parse_positive(value: str | None) -> int | None:
+    if value is None or not value.strip().isdigit():
+        return None
+    number = int(value.strip())
+    return number if number >= 1 else None
+
+
+def master_port(annotations: Mapping[str, str], default: int) -> int:
+    port = parse_positive(annotations.get(names.MASTER_PORT_ANNOTATION))
+    return port if port is not None and port <= 65535 else default
+
+
+def rank_order(groups: Sequence[PodGroup], master: PodGroup) -> list[PodGroup]:
+    """Master group first (its pod 0 is node 0), then the others in spec order."""
+    return [master] + [g for g in groups if g is not master]
+
+
+def plan(
+    groups: Sequence[PodGroup],
+    master: PodGroup,
+    *,
+    master_addr: str,
+    port: int,
+    nproc_override: int | None,
+    accelerators: Iterable[str],
+) -> Plan:
+    accelerators = tuple(accelerators)
+    nprocs = {
+        g.name: nproc_override or accelerator_count(g.template, accelerators) or 1 for g in groups
+    }
+    nnodes = sum(g.replicas for g in groups)
+    world = sum(g.replicas * nprocs[g.name] for g in groups)
+    plans = []
+    offset = 0
+    for group in rank_order(groups, master):
+        plans.append(
+            _group_plan(group, offset, nprocs[group.name], master_addr, port, nnodes, world)
+        )
+        offset += group.replicas
+    return Plan(master_addr, port, nnodes, world, tuple(plans))
+
+
+def _group_plan(
+    group: PodGroup, offset: int, nproc: int, addr: str, port: int, nnodes: int, world: int
+) -> GroupPlan:
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    if group.replicas <= 1 or group.pod_index_key is None:
+        rank: dict[str, Any] = {"value": str(offset)}
+    elif offset == 0:
+        rank = _field_ref(group.pod_index_key)
+    else:
+        rank = _field_ref(names.NODE_RANK_ANNOTATION)
+        labels[names.NODE_RANK_OFFSET_LABEL] = str(offset)
+        annotations[names.POD_INDEX_KEY_ANNOTATION] = group.pod_index_key
+    literal = {
+        "MASTER_ADDR": addr,
+        "MASTER_PORT": str(port),
+        "NNODES": str(nnodes),
+        "NPROC_PER_NODE": str(nproc),
+        "WORLD_SIZE": str(world),
+        "LOCAL_WORLD_SIZE": str(nproc),
+        "PET_NNODES": str(nnodes),
+        "PET_NPROC_PER_NODE": str(nproc),
+        "PET_MASTER_ADDR": addr,
+        "PET_MASTER_PORT": str(port),
+    }
+    env = []
+    for env_name in RENDEZVOUS_NAMES:
+        if env_name in ("RANK", "NODE_RANK", "PET_NODE_RANK"):
+            env.append({"name": env_name, **rank})
+        else:
+            env.append({"name": env_name, "value": literal[env_name]})
+    return GroupPlan(group, offset, nproc, tuple(env), labels, annotations)
+
+
+def _field_ref(annotation: str) -> dict[str, Any]:
+    return {"valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{annotation}']"}}}
+
+
+def same_entry(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two env entries set the same thing (a user's exact value is no conflict)."""
+    if "valueFrom" in a or "valueFrom" in b:
+        return _normal_ref(a.get("valueFrom")) == _normal_ref(b.get("valueFrom"))
+    return str(a.get("value", "")) == str(b.get("value", ""))
+
+
+def _normal_ref(value: object) -> object:
+    ref = as_map(as_map(value).get("fieldRef"))
+    if ref:
+        return ("fieldRef", str(ref.get("fieldPath", "")).replace('"', "'"))
+    return value
+
+
+def apply(template: Mapping[str, Any], group_plan: GroupPlan) -> Obj:
+    """The template with the plan's env in every container and init container.
+
+    An entry the user already has is left exactly as it is (equal values are no conflict, and
+    a different value is the reserved-env rule's to report), so applying twice changes nothing.
+    """
+    result = objects.deep_copy(dict(template))
+    for key, extra in (
+        ("labels", group_plan.template_labels),
+        ("annotations", group_plan.template_annotations),
+    ):
+        if extra:
+            metadata = result.setdefault("metadata", {})
+            current = metadata.get(key)
+            if not isinstance(current, dict):
+                current = metadata[key] = {}
+            current.update(extra)
+    spec = result.get("spec")
+    if not isinstance(spec, dict):
+        return result
+    for list_name in CONTAINER_LISTS:
+        for container in as_list(spec.get(list_name)):
+            if isinstance(container, dict):
+                _merge_env(container, group_plan.env)
+    return result
+
+
+def _merge_env(container: dict[str, Any], desired: Sequence[Mapping[str, Any]]) -> None:
+    env = container.get("env")
+    if not isinstance(env, list):
+        env = container["env"] = []
+    present = {e.get("name") for e in env if isinstance(e, dict)}
+    env.extend(copy.deepcopy(dict(entry)) for entry in desired if entry["name"] not in present)
