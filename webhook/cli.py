@@ -44,7 +44,7 @@ def read_documents(source: str, stdin: TextIO) -> list[Document]:
         loaded = list(yaml.safe_load_all(text))
     except yaml.YAMLError as exc:
         raise InputError(f"{source}: not valid YAML: {exc}") from None
-    documents = []
+    documents: list[Document] = []
     for i, doc in enumerate(loaded):
         if doc is None:
             continue
@@ -75,9 +75,7 @@ def _outcomes(
         yield doc, str(ns), engine.admit(doc.obj, context)
 
 
-def _report(
-    outcome: engine.Outcome, label: str, err: TextIO, *, explain: bool
-) -> engine.Verdict:
+def _report(outcome: engine.Outcome, label: str, err: TextIO, *, explain: bool) -> engine.Verdict:
     verdict = outcome.verdict()
     for line in verdict.errors:
         print(f"error: {label}: {line}", file=err)
@@ -85,8 +83,9 @@ def _report(
         print(f"warning: {label}: {line}", file=err)
     if explain:
         policy_reason = outcome.match.reason if outcome.match else "no policy matches"
-        print(f"explain: {label}: {outcome.action.value}: {outcome.reason or policy_reason}",
-              file=err)
+        print(
+            f"explain: {label}: {outcome.action.value}: {outcome.reason or policy_reason}", file=err
+        )
         if outcome.match and outcome.reason and outcome.match.reason not in outcome.reason:
             print(f"explain: {label}: {policy_reason}", file=err)
     return verdict
@@ -96,7 +95,9 @@ def _dump(objs: list[dict[str, Any]], fmt: str, out: TextIO) -> None:
     if not objs:
         return
     if fmt == "json":
-        value: Any = objs[0] if len(objs) == 1 else {"apiVersion": "v1", "kind": "List", "items": objs}
+        value: Any = (
+            objs[0] if len(objs) == 1 else {"apiVersion": "v1", "kind": "List", "items": objs}
+        )
         out.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
         out.write(yaml.dump_all(objs, Dumper=_Dumper, sort_keys=False, allow_unicode=True))
@@ -139,8 +140,10 @@ def cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO)
             code = EXIT_REJECTED
             print(f"{label}: rejected ({len(verdict.errors)} violation(s))", file=out)
         elif outcome.action is engine.Action.WRAP and outcome.result is not None:
-            print(f"{label}: would be wrapped into AppWrapper "
-                  f"{ns}/{objects.name_of(outcome.result)}", file=out)
+            print(
+                f"{label}: would be wrapped into AppWrapper {ns}/{objects.name_of(outcome.result)}",
+                file=out,
+            )
         elif outcome.action is engine.Action.COMPLETE:
             print(f"{label}: valid AppWrapper", file=out)
         else:
@@ -153,8 +156,10 @@ def cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextI
     labels = dict(item.split("=", 1) for item in args.namespace_label)
     if args.file is None:
         match = policies.match(args.namespace or "default", labels)
-        print(match.reason if match else "no policy covers this namespace: nothing is wrapped",
-              file=out)
+        print(
+            match.reason if match else "no policy covers this namespace: nothing is wrapped",
+            file=out,
+        )
         return EXIT_OK
     for doc, ns, _ in _outcomes(read_documents(args.file, stdin), policies, args.namespace):
         outcome = engine.admit(doc.obj, engine.Context(policies, ns, labels))
@@ -193,13 +198,21 @@ def parser() -> argparse.ArgumentParser:
     def offline(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.add_argument("file", metavar="FILE|-", help="YAML (multi-document) or - for stdin")
-        p.add_argument("--policy", metavar="PATH",
-                       help="policy file or directory (default: $AUTOWRAP_POLICY, ./policies, "
-                       "or the built-in opt-in policy)")
-        p.add_argument("--namespace", "-n", metavar="NS",
-                       help="namespace for objects that name none (default: default)")
-        p.add_argument("--explain", action="store_true",
-                       help="say on stderr which policy applied and why")
+        p.add_argument(
+            "--policy",
+            metavar="PATH",
+            help="policy file or directory (default: $AUTOWRAP_POLICY, ./policies, "
+            "or the built-in opt-in policy)",
+        )
+        p.add_argument(
+            "--namespace",
+            "-n",
+            metavar="NS",
+            help="namespace for objects that name none (default: default)",
+        )
+        p.add_argument(
+            "--explain", action="store_true", help="say on stderr which policy applied and why"
+        )
         return p
 
     render = offline("render", "Print what the cluster would store for each document.")
@@ -212,22 +225,38 @@ def parser() -> argparse.ArgumentParser:
     explain.add_argument("file", nargs="?", metavar="FILE|-")
     explain.add_argument("--policy", metavar="PATH")
     explain.add_argument("--namespace", "-n", metavar="NS")
-    explain.add_argument("--namespace-label", "-l", action="append", default=[], type=_label,
-                         metavar="KEY=VALUE", help="a label of the namespace (repeatable)")
+    explain.add_argument(
+        "--namespace-label",
+        "-l",
+        action="append",
+        default=[],
+        type=_label,
+        metavar="KEY=VALUE",
+        help="a label of the namespace (repeatable)",
+    )
     explain.set_defaults(handler=cmd_explain)
 
     serve = sub.add_parser("serve", help="Run the admission webhook (HTTPS).")
     serve.add_argument("--host", default="0.0.0.0")
     serve.add_argument("--port", type=int, default=9443)
-    serve.add_argument("--cert-dir", metavar="DIR",
-                       help="holds tls.crt and tls.key (default: generate a development pair)")
+    serve.add_argument(
+        "--cert-dir",
+        metavar="DIR",
+        help="holds tls.crt and tls.key (default: generate a development pair)",
+    )
     serve.add_argument("--policy", metavar="PATH")
-    serve.add_argument("--kubeconfig", metavar="PATH",
-                       help="default: in-cluster config, else the usual kubeconfig resolution")
+    serve.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help="default: in-cluster config, else the usual kubeconfig resolution",
+    )
     serve.add_argument("--metrics-port", type=int, default=8080)
-    serve.add_argument("--self-managed-certs", action="store_true",
-                       help="keep the serving certificate in a Secret and the webhook "
-                       "configurations' caBundle current")
+    serve.add_argument(
+        "--self-managed-certs",
+        action="store_true",
+        help="keep the serving certificate in a Secret and the webhook "
+        "configurations' caBundle current",
+    )
     serve.add_argument("--cert-secret", default="autowrap-serving-cert")
     serve.add_argument("--webhook-configurations", default="autowrap-mutating,autowrap-validating")
     serve.set_defaults(handler=cmd_serve)

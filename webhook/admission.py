@@ -1,0 +1,353 @@
+"""Admission: one AdmissionReview in, one response out, for both webhooks.
+
+``review`` is the only admission implementation; the aiohttp server is a transport around it.
+``/mutate`` completes AppWrappers and gives pods of wrapped workloads their node rank.
+``/validate`` rejects what cannot work and wraps candidates: it creates the AppWrapper
+through the API (a server-side dry run for dry-run requests) and denies the original with a
+message that says where the work went. Every call to the API fits in the apiserver's budget;
+a failure denies cleanly and says whether anything may exist.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import jsonpatch
+
+from webhook import engine, names, objects, review
+from webhook.kube import AlreadyExists, ApiFailure, Identity
+from webhook.plumbing import pods
+from webhook.policy import PolicySet
+
+Webhook = Literal["mutate", "validate"]
+
+# Part of the apiserver's budget kept back for sending the answer.
+ANSWER_MARGIN = 0.5
+# kube-apiserver's default when a request carries no ?timeout= (v1 webhooks: 10s).
+DEFAULT_BUDGET = 10.0
+
+
+class Cluster(Protocol):
+    """What admission needs from the API (``webhook.kube.KubeClient`` in the server)."""
+
+    async def create_appwrapper(
+        self, namespace: str, body: dict[str, Any], *, dry_run: bool, timeout: float
+    ) -> dict[str, Any]: ...
+
+    async def get_appwrapper(
+        self, namespace: str, name: str, *, timeout: float
+    ) -> dict[str, Any] | None: ...
+
+    async def may_create_appwrappers(
+        self, who: Identity, namespace: str, *, timeout: float
+    ) -> tuple[bool, str]: ...
+
+    async def local_queue_exists(
+        self, namespace: str, queue: str, *, timeout: float
+    ) -> bool | None: ...
+
+    async def namespace_labels(self, namespace: str, *, timeout: float) -> dict[str, str]: ...
+
+
+@dataclass(frozen=True)
+class Deps:
+    policies: Callable[[], PolicySet]
+    cluster: Cluster | None
+    clock: Callable[[], float] = time.monotonic
+    # Only fetch namespace labels when some policy selects by label.
+    needs_namespace_labels: Callable[[], bool] = lambda: True
+
+
+@dataclass
+class Record:
+    """What the log line and the metrics say about one request (never object bodies)."""
+
+    webhook: str
+    uid: str = ""
+    kind: str = ""
+    operation: str = ""
+    namespace: str = ""
+    name: str = ""
+    user: str = ""
+    dry_run: bool = False
+    decision: str = ""
+    code: int = 200
+    appwrapper: str = ""
+    warnings: int = 0
+    detail: str = ""
+    api_errors: list[str] = field(default_factory=list)
+
+    def as_log(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v not in ("", [], 0) or k == "code"}
+
+
+@dataclass
+class _Budget:
+    deadline: float
+    clock: Callable[[], float]
+
+    def left(self) -> float:
+        return self.deadline - self.clock()
+
+
+async def review_body(
+    body: bytes, *, webhook: Webhook, timeout: float | None, deps: Deps, record: Record
+) -> dict[str, Any]:
+    """The response to a request body; raises ``review.BadReview`` for a malformed body."""
+    parsed = review.parse(body)
+    request = parsed.request
+    obj = request.object or {}
+    record.uid = request.uid
+    record.kind = request.kind.kind
+    record.operation = request.operation
+    record.namespace = request.namespace
+    record.name = request.name or objects.name_of(obj)
+    record.user = request.user_info.username
+    record.dry_run = request.dry_run
+    budget = _Budget(deps.clock() + (timeout or DEFAULT_BUDGET) - ANSWER_MARGIN, deps.clock)
+    try:
+        if webhook == "mutate":
+            response = await _mutate(request, obj, deps, budget, record)
+        else:
+            response = await _validate(request, obj, deps, budget, record)
+    except ApiFailure as exc:
+        record.api_errors.append(f"{exc.call}: {exc.status or 'no answer'}")
+        response = _api_failure(request.uid, exc, record)
+    return response
+
+
+# --- /mutate -----------------------------------------------------------------------------------
+
+
+async def _mutate(
+    request: review.AdmissionRequest, obj: dict[str, Any], deps: Deps, budget: _Budget, rec: Record
+) -> dict[str, Any]:
+    if request.operation != "CREATE" or not obj:
+        return _allowed(request.uid, rec, "skipped")
+    if request.kind.kind == "Pod" and pods.needs_rank(obj):
+        mutation = pods.mutate(obj)
+        if mutation.violations:
+            return _denied(request.uid, rec, [v.render() for v in mutation.violations])
+        return _patched(request.uid, rec, obj, mutation.pod, "ranked")
+    if request.kind.kind != "AppWrapper":
+        return _allowed(request.uid, rec, "skipped")
+    outcome = await _admit(obj, request, deps, budget)
+    if outcome.action is not engine.Action.COMPLETE:
+        return _allowed(request.uid, rec, "skipped")
+    # Findings are /validate's to report; mutation only completes.
+    return _patched(request.uid, rec, obj, outcome.result, "completed")
+
+
+def _patched(
+    uid: str, rec: Record, original: Mapping[str, Any], result: Mapping[str, Any] | None, what: str
+) -> dict[str, Any]:
+    patch = jsonpatch.make_patch(original, result).patch if result is not None else []
+    rec.decision = what if patch else "unchanged"
+    return review.allow(uid, patch=patch)
+
+
+# --- /validate ---------------------------------------------------------------------------------
+
+
+async def _validate(
+    request: review.AdmissionRequest, obj: dict[str, Any], deps: Deps, budget: _Budget, rec: Record
+) -> dict[str, Any]:
+    if request.operation != "CREATE" or not obj:
+        return _allowed(request.uid, rec, "skipped")
+    outcome = await _admit(obj, request, deps, budget)
+    verdict = outcome.verdict()
+    if outcome.action is engine.Action.PASS:
+        return _allowed(request.uid, rec, "skipped")
+    if verdict.denied:
+        return _denied(request.uid, rec, list(verdict.errors), warnings=verdict.warnings)
+    if outcome.action is engine.Action.COMPLETE:
+        return await _check_submitted(request, outcome, verdict, deps, budget, rec)
+    assert outcome.result is not None
+    return await _wrap(request, outcome.result, verdict, deps, budget, rec)
+
+
+async def _check_submitted(
+    request: review.AdmissionRequest,
+    outcome: engine.Outcome,
+    verdict: engine.Verdict,
+    deps: Deps,
+    budget: _Budget,
+    rec: Record,
+) -> dict[str, Any]:
+    assert outcome.result is not None
+    queue = objects.labels_of(outcome.result).get(names.QUEUE_LABEL)
+    missing = await _missing_queue(queue, request.namespace, deps, budget)
+    if missing:
+        return _denied(request.uid, rec, [missing], warnings=verdict.warnings)
+    return _allowed(request.uid, rec, "valid", warnings=verdict.warnings)
+
+
+async def _wrap(
+    request: review.AdmissionRequest,
+    appwrapper: dict[str, Any],
+    verdict: engine.Verdict,
+    deps: Deps,
+    budget: _Budget,
+    rec: Record,
+) -> dict[str, Any]:
+    cluster = deps.cluster
+    ns = request.namespace
+    aw_name = objects.name_of(appwrapper)
+    rec.appwrapper = aw_name
+    if cluster is None:
+        return _denied(request.uid, rec, [
+            "autowrap has no access to the Kubernetes API, so it cannot create the AppWrapper; "
+            "apply the output of `autowrap render` instead"], code=503, reason="ServiceUnavailable")  # fmt: skip
+    who = _identity(request.user_info)
+    allowed, why = await cluster.may_create_appwrappers(who, ns, timeout=budget.left())
+    if not allowed:
+        because = f" ({why})" if why else ""
+        return _denied(request.uid, rec, [
+            f"user {who.username!r} may not create appwrappers (workload.codeflare.dev) in "
+            f"namespace {ns!r}{because}; autowrap creates only what you could create yourself: "
+            "ask for the 'create appwrappers' permission, e.g. the appwrapper-editor role"],
+            code=403, reason="Forbidden", warnings=verdict.warnings)  # fmt: skip
+    queue = objects.labels_of(appwrapper).get(names.QUEUE_LABEL)
+    missing = await _missing_queue(queue, ns, deps, budget)
+    if missing:
+        return _denied(request.uid, rec, [missing], warnings=verdict.warnings)
+    body = objects.deep_copy(appwrapper)
+    body.setdefault("metadata", {})["namespace"] = ns
+    try:
+        await cluster.create_appwrapper(ns, body, dry_run=request.dry_run, timeout=budget.left())
+        repeated = False
+    except AlreadyExists:
+        existing = await cluster.get_appwrapper(ns, aw_name, timeout=budget.left())
+        if existing is None or not _same_spec(existing, appwrapper):
+            return _denied(request.uid, rec, [
+                f"AppWrapper {ns}/{aw_name} already exists with a different spec; delete it "
+                f"first (kubectl delete appwrapper {aw_name} -n {ns}) or rename "
+                f"{request.kind.kind} {ns}/{rec.name or aw_name}"], code=409, reason="AlreadyExists")  # fmt: skip
+        repeated = True
+    except ApiFailure as exc:
+        exc.message += _may_exist_hint(exc, ns, aw_name)
+        raise
+    rec.decision = (
+        "wrapped-dry-run" if request.dry_run else ("rewrapped" if repeated else "wrapped")
+    )
+    return review.deny(
+        request.uid,
+        _redirect_message(request, appwrapper, ns, aw_name),
+        # 409: the object is not stored because the AppWrapper stands in its place. kubectl
+        # prints "Error from server (Conflict): ...", then the message says where it went.
+        code=409,
+        reason="Conflict",
+        warnings=verdict.warnings,
+        details={"group": names.APPWRAPPER_GROUP, "kind": names.APPWRAPPER_PLURAL, "name": aw_name},
+    )
+
+
+def _redirect_message(
+    request: review.AdmissionRequest, appwrapper: Mapping[str, Any], ns: str, aw_name: str
+) -> str:
+    component = objects.as_map(
+        objects.as_list(objects.as_map(appwrapper.get("spec")).get("components"))[0]
+    ).get("template")
+    name = request.name or objects.name_of(objects.as_map(component))
+    queue = objects.labels_of(appwrapper).get(names.QUEUE_LABEL, "")
+    dry = " (dry run: nothing was created)" if request.dry_run else ""
+    return (
+        f"{request.kind.kind} {ns}/{name} was wrapped into AppWrapper {ns}/{aw_name}{dry}; "
+        f"Kueue queues it in {queue!r} and creates the {request.kind.kind} once admitted. "
+        f"Follow it with: kubectl get appwrapper {aw_name} -n {ns}"
+    )
+
+
+def _same_spec(existing: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    key = names.SPEC_HASH_ANNOTATION
+    have = objects.annotations_of(existing).get(key)
+    return have is not None and have == objects.annotations_of(wanted).get(key)
+
+
+def _may_exist_hint(exc: ApiFailure, ns: str, name: str) -> str:
+    if exc.status is not None and 400 <= exc.status < 500:
+        return "; nothing was created"
+    return (
+        f"; AppWrapper {ns}/{name} may or may not have been created: apply the same manifest "
+        f"again (autowrap recognises its AppWrapper and reports it), or check with "
+        f"kubectl get appwrapper {name} -n {ns}"
+    )
+
+
+async def _missing_queue(queue: str | None, ns: str, deps: Deps, budget: _Budget) -> str | None:
+    if not queue or deps.cluster is None:
+        return None
+    exists = await deps.cluster.local_queue_exists(ns, queue, timeout=budget.left())
+    if exists is False:
+        return (
+            f"metadata.labels[{names.QUEUE_LABEL}]: LocalQueue {queue!r} does not exist in "
+            f"namespace {ns!r}; use an existing queue (kubectl get localqueues -n {ns})"
+        )
+    return None
+
+
+# --- shared ------------------------------------------------------------------------------------
+
+
+async def _admit(
+    obj: dict[str, Any], request: review.AdmissionRequest, deps: Deps, budget: _Budget
+) -> engine.Outcome:
+    labels: Mapping[str, str] = {}
+    if deps.cluster is not None and request.namespace and deps.needs_namespace_labels():
+        labels = await deps.cluster.namespace_labels(request.namespace, timeout=budget.left())
+    context = engine.Context(
+        policies=deps.policies(),
+        namespace=request.namespace or "default",
+        namespace_labels=labels,
+        user=request.user_info.username,
+        uid=request.uid,
+    )
+    return engine.admit(obj, context)
+
+
+def _identity(user: review.UserInfo) -> Identity:
+    return Identity(
+        username=user.username,
+        uid=user.uid,
+        groups=tuple(user.groups),
+        extra=tuple(sorted(user.extra.items())),
+    )
+
+
+def _allowed(uid: str, rec: Record, what: str, warnings: tuple[str, ...] = ()) -> dict[str, Any]:
+    rec.decision = what
+    rec.warnings = len(warnings)
+    return review.allow(uid, warnings=warnings)
+
+
+def _denied(
+    uid: str,
+    rec: Record,
+    errors: list[str],
+    *,
+    code: int = 422,
+    reason: str = "Invalid",
+    warnings: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    rec.decision = "rejected"
+    rec.code = code
+    rec.warnings = len(warnings)
+    message = errors[0] if len(errors) == 1 else "\n".join(["", *errors])
+    return review.deny(uid, message, code=code, reason=reason, warnings=warnings)
+
+
+def _api_failure(uid: str, exc: ApiFailure, rec: Record) -> dict[str, Any]:
+    status = exc.status or 0
+    rec.decision = "api-error"
+    rec.code = 503 if status in (0, 429) or status >= 500 else 500
+    answered = f"answered {status}" if status else "did not answer"
+    return review.deny(
+        uid,
+        f"autowrap could not complete the request: the Kubernetes API {answered} to "
+        f"'{exc.call}': {exc.message}",
+        code=rec.code,
+        reason="ServiceUnavailable" if rec.code == 503 else "InternalError",
+    )

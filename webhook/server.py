@@ -1,0 +1,391 @@
+"""``autowrap serve``: the HTTPS transport around ``admission.review_body``.
+
+The server owns what is not admission logic: TLS (with certificate files followed on disk),
+routes, the 7 MiB body limit, JSON in and out, metrics, one log line per request, policy
+reloads, and a graceful drain on SIGTERM. A malformed body is answered 4xx with a reason; an
+unexpected error is logged and answered with a clean denial, never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+import time
+from argparse import Namespace
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from webhook import admission, certs, names, policyfiles, review
+from webhook.kube import KubeClient
+from webhook.metrics import Metrics
+from webhook.policy import PolicyError, PolicySet
+
+log = logging.getLogger("autowrap")
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line; structured fields come in ``extra={"fields": {...}}``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "ts": round(record.created, 3),
+            "level": record.levelname.lower(),
+            "msg": record.getMessage(),
+        }
+        line.update(getattr(record, "fields", {}))
+        if record.exc_info:
+            line["error"] = self.formatException(record.exc_info).splitlines()[-1]
+        return orjson.dumps(line).decode()
+
+
+def configure_logging() -> None:
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(JsonFormatter())
+    log.handlers[:] = [handler]
+    log.setLevel(logging.INFO)
+    log.propagate = False
+
+
+@dataclass
+class State:
+    """Everything the handlers share; swapped fields are replaced whole, never mutated."""
+
+    policies: PolicySet
+    policy_path: Path | None
+    policy_digest: str = ""
+    policy_error: str = ""
+    tls: certs.ReloadingContext | None = None
+    cluster: KubeClient | None = None
+    metrics: Metrics = field(default_factory=Metrics)
+    listening: bool = False
+    draining: bool = False
+    in_flight: int = 0
+    idle: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def uses_namespace_labels(self) -> bool:
+        return any(p.spec.namespaces.selector is not None for p in self.policies.policies)
+
+    def deps(self) -> admission.Deps:
+        return admission.Deps(
+            policies=lambda: self.policies,
+            cluster=self.cluster,
+            needs_namespace_labels=self.uses_namespace_labels,
+        )
+
+
+STATE = web.AppKey("state", State)
+
+
+def _timeout(request: web.Request) -> float | None:
+    raw = request.query.get("timeout", "")
+    if raw.endswith("s") and raw[:-1].isdigit():
+        return float(raw[:-1])
+    return None
+
+
+def _bad(status: int, reason: str) -> web.Response:
+    body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": reason,
+            "code": status}  # fmt: skip
+    return web.json_response(body, status=status, dumps=lambda o: orjson.dumps(o).decode())
+
+
+def admission_handler(
+    webhook: admission.Webhook,
+) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def handle(request: web.Request) -> web.Response:
+        state = request.app[STATE]
+        started = time.perf_counter()
+        record = admission.Record(webhook=webhook)
+        state.in_flight += 1
+        state.idle.clear()
+        state.metrics.in_flight.inc()
+        try:
+            return await _answer(request, state, webhook, record)
+        finally:
+            state.in_flight -= 1
+            state.metrics.in_flight.dec()
+            if state.in_flight == 0:
+                state.idle.set()
+            elapsed = time.perf_counter() - started
+            _observe(state, record, elapsed)
+
+    return handle
+
+
+async def _answer(
+    request: web.Request, state: State, webhook: admission.Webhook, record: admission.Record
+) -> web.Response:
+    if request.content_type != "application/json":
+        record.decision, record.code = "bad-request", 415
+        return _bad(415, f"Content-Type must be application/json, got {request.content_type!r}")
+    try:
+        body = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        record.decision, record.code = "bad-request", 413
+        return _bad(413, f"body larger than {names.MAX_BODY_BYTES} bytes")
+    try:
+        response = await admission.review_body(
+            body, webhook=webhook, timeout=_timeout(request), deps=state.deps(), record=record
+        )
+    except review.BadReview as exc:
+        record.decision, record.code, record.detail = "bad-request", exc.status, exc.reason
+        return _bad(exc.status, exc.reason)
+    except Exception:
+        log.exception("admission failed", extra={"fields": {"uid": record.uid}})
+        record.decision, record.code = "internal-error", 500
+        if not record.uid:
+            return _bad(400, "the request could not be read as an AdmissionReview")
+        response = review.deny(
+            record.uid,
+            "autowrap hit an internal error and admitted nothing; retry, and report it if it "
+            "persists (the server log has the request uid)",
+            code=500,
+            reason="InternalError",
+        )
+    return web.Response(body=orjson.dumps(response), content_type="application/json")
+
+
+def _observe(state: State, record: admission.Record, elapsed: float) -> None:
+    m = state.metrics
+    if record.decision == "bad-request":
+        m.bad_requests.labels(record.webhook, str(record.code)).inc()
+    else:
+        labels = (record.webhook, record.kind, record.operation, record.decision)
+        m.requests.labels(*labels).inc()
+        m.latency.labels(*labels).observe(elapsed)
+    if record.decision.startswith(("wrapped", "rewrapped")):
+        m.wraps.labels(record.kind, str(record.dry_run).lower(),
+                       str(record.decision == "rewrapped").lower()).inc()  # fmt: skip
+    for call in record.api_errors:
+        m.api_errors.labels(call.split(":")[0]).inc()
+    fields = record.as_log()
+    fields["duration_ms"] = round(elapsed * 1000, 2)
+    log.info("admission", extra={"fields": fields})
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return web.Response(text="ok")
+
+
+async def readyz(request: web.Request) -> web.Response:
+    """Ready when certificates are loaded, a valid policy set is in use and the listener is up.
+
+    A policy reload that fails keeps the last good set and is *reported* here, without failing
+    readiness: taking every replica out of the Service over a bad ConfigMap edit would stop
+    every wrapped submission in the cluster.
+    """
+    state = request.app[STATE]
+    problems = []
+    if state.draining:
+        problems.append("draining: shutting down")
+    if state.tls is None or not state.tls.digest:
+        problems.append("certificates not loaded")
+    if not state.listening:
+        problems.append("listener not up")
+    if problems:
+        return web.Response(status=503, text="\n".join(problems) + "\n")
+    text = "ok\n"
+    if state.policy_error:
+        text += f"policies: last reload failed, serving the last good set: {state.policy_error}\n"
+    return web.Response(text=text)
+
+
+def build_app(state: State) -> web.Application:
+    app = web.Application(client_max_size=names.MAX_BODY_BYTES)
+    app[STATE] = state
+    app.router.add_post(names.MUTATE_PATH, admission_handler("mutate"))
+    app.router.add_post(names.VALIDATE_PATH, admission_handler("validate"))
+    app.router.add_get(names.HEALTHZ_PATH, healthz)
+    app.router.add_get(names.READYZ_PATH, readyz)
+    return app
+
+
+def build_metrics_app(state: State) -> web.Application:
+    async def metrics(request: web.Request) -> web.Response:
+        return web.Response(body=state.metrics.exposition(),
+                            content_type="text/plain", charset="utf-8")  # fmt: skip
+
+    app = web.Application()
+    app.router.add_get(names.METRICS_PATH, metrics)
+    return app
+
+
+# --- reloads -----------------------------------------------------------------------------------
+
+
+def reload_policies(state: State) -> bool:
+    """Load the policy files if they changed; on failure keep the last good set."""
+    if state.policy_path is None:
+        return False
+    try:
+        files = policyfiles.read(state.policy_path)
+        digest = policyfiles.digest(files)
+        if digest == state.policy_digest:
+            return False
+        state.policies = PolicySet(policyfiles.build_from(files).policies)
+    except PolicyError as exc:
+        if str(exc) != state.policy_error:
+            log.error("policy reload failed; the last good set stays in use",
+                      extra={"fields": {"error": str(exc)}})  # fmt: skip
+            state.metrics.policy_reloads.labels("failed").inc()
+        state.policy_error = str(exc)
+        state.metrics.policies_stale.set(1)
+        return False
+    state.policy_digest = digest
+    state.policy_error = ""
+    state.metrics.policies_stale.set(0)
+    state.metrics.policy_reloads.labels("loaded").inc()
+    log.info("policies loaded", extra={"fields": {
+        "policies": [p.name for p in state.policies.policies]}})  # fmt: skip
+    return True
+
+
+def reload_certificates(state: State) -> None:
+    if state.tls is None:
+        return
+    try:
+        if state.tls.reload():
+            state.metrics.cert_reloads.labels("loaded").inc()
+            log.info(
+                "serving certificate reloaded", extra={"fields": {"dir": str(state.tls.cert_dir)}}
+            )
+    except (OSError, ValueError) as exc:
+        state.metrics.cert_reloads.labels("failed").inc()
+        log.error("certificate reload failed; the previous certificate stays in use",
+                  extra={"fields": {"error": str(exc)}})  # fmt: skip
+
+
+async def _every(seconds: float, action: Callable[[], object]) -> None:
+    while True:
+        await asyncio.sleep(seconds)
+        action()
+
+
+def _connect(kubeconfig: str | None) -> KubeClient | None:
+    from kubernetes.config import ConfigException
+
+    try:
+        return KubeClient.from_config(kubeconfig)
+    except (ConfigException, OSError) as exc:
+        if kubeconfig:
+            raise
+        log.warning(
+            "no Kubernetes API configured (no in-cluster config, no kubeconfig): AppWrappers are "
+            "completed and checked, but wrapping is refused",
+            extra={"fields": {"error": str(exc)}},
+        )
+        return None
+
+
+# --- running -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Options:
+    host: str = "0.0.0.0"
+    port: int = names.SERVING_PORT
+    metrics_port: int = names.METRICS_PORT
+    cert_dir: Path | None = None
+    policy_path: Path | None = None
+    kubeconfig: str | None = None
+    use_cluster: bool = True
+    reload_interval: float = 5.0
+    drain_timeout: float = 25.0
+
+
+async def serve(
+    options: Options, stop: asyncio.Event, started: asyncio.Event | None = None
+) -> None:
+    """Run until ``stop`` is set, then drain: unready, close the listener, finish in-flight."""
+    policies = policyfiles.load(options.policy_path)
+    state = State(policies=policies, policy_path=options.policy_path)
+    if options.policy_path is not None:
+        state.policy_digest = policyfiles.digest(policyfiles.read(options.policy_path))
+    cert_dir = options.cert_dir
+    if cert_dir is None:
+        cert_dir = certs.development_pair(names.SERVICE_NAME, names.SERVICE_NAMESPACE)
+        log.warning("no --cert-dir: serving a development certificate",
+                    extra={"fields": {"dir": str(cert_dir), "caBundle": certs.ca_bundle(
+                        (cert_dir / certs.CA_CERT).read_bytes())}})  # fmt: skip
+    state.tls = certs.ReloadingContext(cert_dir)
+    if options.use_cluster:
+        state.cluster = _connect(options.kubeconfig)
+    runner = web.AppRunner(build_app(state), handle_signals=False, access_log=None)
+    metrics_runner = web.AppRunner(build_metrics_app(state), handle_signals=False, access_log=None)
+    await runner.setup()
+    await metrics_runner.setup()
+    site = web.TCPSite(runner, options.host, options.port, ssl_context=state.tls.context)
+    await site.start()
+    await web.TCPSite(metrics_runner, options.host, options.metrics_port).start()
+    state.listening = True
+    state.idle.set()
+    log.info("serving", extra={"fields": {"port": options.port, "metrics_port": options.metrics_port,
+                                          "policies": [p.name for p in policies.policies]}})  # fmt: skip
+    if started is not None:
+        started.set()
+    tasks = [
+        asyncio.create_task(_every(options.reload_interval, lambda: reload_policies(state))),
+        asyncio.create_task(_every(options.reload_interval, lambda: reload_certificates(state))),
+    ]
+    try:
+        await stop.wait()
+    finally:
+        state.draining = True
+        log.info("draining", extra={"fields": {"in_flight": state.in_flight}})
+        for task in tasks:
+            task.cancel()
+        await site.stop()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(state.idle.wait(), options.drain_timeout)
+        await runner.cleanup()
+        await metrics_runner.cleanup()
+        if state.cluster is not None:
+            state.cluster.close()
+        log.info("stopped", extra={"fields": {"in_flight": state.in_flight}})
+
+
+def main(args: Namespace) -> int:
+    configure_logging()
+    if args.self_managed_certs:
+        from webhook import selfmanaged
+
+        selfmanaged.prepare(args)
+    options = Options(
+        host=args.host,
+        port=args.port,
+        metrics_port=args.metrics_port,
+        cert_dir=Path(args.cert_dir) if args.cert_dir else None,
+        policy_path=Path(args.policy) if args.policy else policyfiles.default_path(),
+        kubeconfig=args.kubeconfig,
+    )
+    if options.cert_dir is not None:
+        missing = [
+            f for f in (certs.TLS_CERT, certs.TLS_KEY) if not (options.cert_dir / f).is_file()
+        ]
+        if missing:
+            print(f"error: {options.cert_dir} has no {' or '.join(missing)}; create them with "
+                  "`autowrap certs --out DIR` or omit --cert-dir for a development pair",
+                  file=sys.stderr)  # fmt: skip
+            return 2
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await serve(options, stop)
+
+    try:
+        asyncio.run(run())
+    except PolicyError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
