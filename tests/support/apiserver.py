@@ -11,6 +11,9 @@ reproduces that behaviour around a real webhook server listening on a loopback p
 Where kube-apiserver is non-deterministic (which of several failing validating webhooks is
 reported), the emulator picks the first in configuration order so tests are stable.
 
+One rule is stricter than kube-apiserver, because the admission service promises it: any
+HTTP status other than 200 is a call error (client-go would also decode 201-206).
+
 Two kube-apiserver behaviours that surprise people are kept on purpose:
 
 * a patch that does not decode or does not apply fails the request with an InternalError
@@ -193,8 +196,9 @@ class AdmissionResult:
     dry_run: bool
 
 
-def status_json(code: int, message: str, reason: str | None = None,
-                details: JsonDict | None = None) -> JsonDict:
+def status_json(
+    code: int, message: str, reason: str | None = None, details: JsonDict | None = None
+) -> JsonDict:
     """A metav1.Status failure body, as kube-apiserver serialises it."""
     out: JsonDict = {
         "kind": "Status",
@@ -293,7 +297,8 @@ def _parse_webhook(
     client = raw.get("clientConfig") or {}
     _require("url" not in client, f"{where}: clientConfig.url is not emulated, use service")
     service = client.get("service")
-    _require(isinstance(service, dict), f"{where}: clientConfig.service is required")
+    if not isinstance(service, dict):
+        raise WebhookConfigError(f"{where}: clientConfig.service is required")
     ca_bundle = client.get("caBundle") or default_ca_bundle
     _require(bool(ca_bundle), f"{where}: no caBundle (pass ca_bundle= to inject one)")
     versions = raw.get("admissionReviewVersions") or []
@@ -355,10 +360,14 @@ def parse_configurations(
     configs = sorted(configurations, key=lambda c: str((c.get("metadata") or {}).get("name", "")))
     for config in configs:
         kind = config.get("kind")
-        _require(config.get("apiVersion") == REGISTRATION_API_VERSION,
-                 f"unsupported apiVersion {config.get('apiVersion')!r}")
-        _require(kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"),
-                 f"unsupported kind {kind!r}")
+        _require(
+            config.get("apiVersion") == REGISTRATION_API_VERSION,
+            f"unsupported apiVersion {config.get('apiVersion')!r}",
+        )
+        _require(
+            kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"),
+            f"unsupported kind {kind!r}",
+        )
         is_mutating = kind == "MutatingWebhookConfiguration"
         config_name = str((config.get("metadata") or {}).get("name", ""))
         _require(bool(config_name), f"{kind} without metadata.name")
@@ -401,8 +410,13 @@ def _split_resource(entry: str) -> tuple[str, str]:
     return res, sub
 
 
-def rule_matches(rule: Mapping[str, Any], operation: str, info: ResourceInfo, namespace: str,
-                 subresource: str = "") -> bool:
+def rule_matches(
+    rule: Mapping[str, Any],
+    operation: str,
+    info: ResourceInfo,
+    namespace: str,
+    subresource: str = "",
+) -> bool:
     """One RuleWithOperations, as k8s.io/apiserver/pkg/admission/plugin/webhook/predicates."""
 
     def listed(values: Iterable[str], wanted: str) -> bool:
@@ -431,8 +445,9 @@ def rule_matches(rule: Mapping[str, Any], operation: str, info: ResourceInfo, na
     return True
 
 
-def resource_info(obj: Mapping[str, Any], resource: str | None = None,
-                  namespaced: bool | None = None) -> ResourceInfo:
+def resource_info(
+    obj: Mapping[str, Any], resource: str | None = None, namespaced: bool | None = None
+) -> ResourceInfo:
     """Group/version/resource from apiVersion and kind, with an override for unknown kinds."""
     api_version = str(obj.get("apiVersion", ""))
     kind = str(obj.get("kind", ""))
@@ -444,8 +459,9 @@ def resource_info(obj: Mapping[str, Any], resource: str | None = None,
         raise ValueError(f"unknown kind {kind} in {api_version!r}: pass resource=")
     plural = resource or (known[0] if known else "")
     is_namespaced = namespaced if namespaced is not None else (known[1] if known else True)
-    return ResourceInfo(group=group, version=version, kind=kind, resource=plural,
-                        namespaced=is_namespaced)
+    return ResourceInfo(
+        group=group, version=version, kind=kind, resource=plural, namespaced=is_namespaced
+    )
 
 
 # --- warnings -----------------------------------------------------------------------------------
@@ -615,12 +631,20 @@ def _apply_patch(webhook: Webhook, patch: bytes, obj: JsonDict) -> JsonDict:
     except ValueError as exc:
         raise _Reject(_internal_error(f"invalid JSON patch from {webhook.name}: {exc}")) from exc
     if not isinstance(ops, list):
-        raise _Reject(_internal_error(
-            "json: cannot unmarshal object into Go value of type jsonpatch.Patch"))
+        raise _Reject(
+            _internal_error("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
+        )
     try:
         patched = jsonpatch.JsonPatch(ops).apply(obj)
-    except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, KeyError,
-            TypeError, ValueError, IndexError, AttributeError) as exc:
+    except (
+        jsonpatch.JsonPatchException,
+        jsonpointer.JsonPointerException,
+        KeyError,
+        TypeError,
+        ValueError,
+        IndexError,
+        AttributeError,
+    ) as exc:
         raise _Reject(_internal_error(f"{type(exc).__name__}: {exc}")) from exc
     if not isinstance(patched, dict):
         raise _Reject(_internal_error("patched object is not a JSON object"))
@@ -628,16 +652,20 @@ def _apply_patch(webhook: Webhook, patch: bytes, obj: JsonDict) -> JsonDict:
 
 
 def _internal_error(message: str) -> JsonDict:
-    return status_json(500, f"Internal error occurred: {message}", "InternalError",
-                       details={"causes": [{"message": message}]})
+    return status_json(
+        500,
+        f"Internal error occurred: {message}",
+        "InternalError",
+        details={"causes": [{"message": message}]},
+    )
 
 
-def _generate_name(prefix: str) -> str:
+def generate_name(prefix: str) -> str:
     suffix = "".join(random.choices(GENERATED_NAME_ALPHABET, k=GENERATED_SUFFIX_LENGTH))
     return prefix[:MAX_GENERATE_NAME_PREFIX] + suffix
 
 
-def _timestamp() -> str:
+def rfc3339_now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -763,10 +791,18 @@ class ApiserverEmulator:
             await self._run_validating(attempt, current)
             current = self._finish_write(current, info, ns, operation, dry_run, persist)
         except _Reject as rej:
-            return self._result(False, current, rej.status, attempt.warnings.headers,
-                                attempt.calls, dry_run)
-        return self._result(True, current, None, attempt.warnings.headers, attempt.calls,
-                            dry_run, code=201 if operation == "CREATE" else 200)
+            return self._result(
+                False, current, rej.status, attempt.warnings.headers, attempt.calls, dry_run
+            )
+        return self._result(
+            True,
+            current,
+            None,
+            attempt.warnings.headers,
+            attempt.calls,
+            dry_run,
+            code=201 if operation == "CREATE" else 200,
+        )
 
     def webhooks(self) -> list[Webhook]:
         return [*self.mutating, *self.validating]
@@ -779,22 +815,41 @@ class ApiserverEmulator:
             return ""
         ns = namespace or meta.get("namespace") or ""
         if not ns:
-            raise _Reject(status_json(400, "the server could not find the requested resource "
-                                           "(namespace is required)", "BadRequest"))
+            raise _Reject(
+                status_json(
+                    400,
+                    "the server could not find the requested resource (namespace is required)",
+                    "BadRequest",
+                )
+            )
         if meta.get("namespace") and meta["namespace"] != ns:
-            raise _Reject(status_json(
-                400, "the namespace of the provided object does not match the namespace sent "
-                     "on the request", "BadRequest"))
+            raise _Reject(
+                status_json(
+                    400,
+                    "the namespace of the provided object does not match the namespace sent "
+                    "on the request",
+                    "BadRequest",
+                )
+            )
         meta["namespace"] = ns
         if self._namespace_labels(ns) is None:
-            raise _Reject(status_json(404, f'namespaces "{ns}" not found', "NotFound",
-                                      details={"name": ns, "kind": "namespaces"}))
+            raise _Reject(
+                status_json(
+                    404,
+                    f'namespaces "{ns}" not found',
+                    "NotFound",
+                    details={"name": ns, "kind": "namespaces"},
+                )
+            )
         return ns
 
     @staticmethod
     def _options(operation: str, dry_run: bool, field_manager: str | None) -> JsonDict:
-        kind = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions",
-                "DELETE": "DeleteOptions"}.get(operation, "CreateOptions")
+        kind = {
+            "CREATE": "CreateOptions",
+            "UPDATE": "UpdateOptions",
+            "DELETE": "DeleteOptions",
+        }.get(operation, "CreateOptions")
         options: JsonDict = {"kind": kind, "apiVersion": "meta.k8s.io/v1"}
         if dry_run:
             options["dryRun"] = ["All"]
@@ -806,22 +861,28 @@ class ApiserverEmulator:
         info = attempt.info
         gvk = {"group": info.group, "version": info.version, "kind": info.kind}
         gvr = {"group": info.group, "version": info.version, "resource": info.resource}
-        request: JsonDict = {"uid": uid, "kind": gvk, "resource": gvr,
-                             "requestKind": dict(gvk), "requestResource": dict(gvr)}
+        request: JsonDict = {
+            "uid": uid,
+            "kind": gvk,
+            "resource": gvr,
+            "requestKind": dict(gvk),
+            "requestResource": dict(gvr),
+        }
         if attempt.name:
             request["name"] = attempt.name
         if attempt.namespace:
             request["namespace"] = attempt.namespace
-        request.update({
-            "operation": attempt.operation,
-            "userInfo": attempt.user.to_json(),
-            "object": copy.deepcopy(obj) if attempt.operation != "DELETE" else None,
-            "oldObject": copy.deepcopy(attempt.old_object),
-            "dryRun": attempt.dry_run,
-            "options": dict(attempt.options),
-        })
-        return {"kind": "AdmissionReview", "apiVersion": ADMISSION_API_VERSION,
-                "request": request}
+        request.update(
+            {
+                "operation": attempt.operation,
+                "userInfo": attempt.user.to_json(),
+                "object": copy.deepcopy(obj) if attempt.operation != "DELETE" else None,
+                "oldObject": copy.deepcopy(attempt.old_object),
+                "dryRun": attempt.dry_run,
+                "options": dict(attempt.options),
+            }
+        )
+        return {"kind": "AdmissionReview", "apiVersion": ADMISSION_API_VERSION, "request": request}
 
     # -- matching ------------------------------------------------------------------------------
 
@@ -839,12 +900,13 @@ class ApiserverEmulator:
         old_labels = ((attempt.old_object or {}).get("metadata") or {}).get("labels") or {}
         if hook.object_selector and not (
             selector_matches(hook.object_selector, new_labels)
-            or (attempt.old_object is not None
-                and selector_matches(hook.object_selector, old_labels))
+            or (
+                attempt.old_object is not None
+                and selector_matches(hook.object_selector, old_labels)
+            )
         ):
             return False
-        if not any(rule_matches(r, attempt.operation, info, attempt.namespace)
-                   for r in hook.rules):
+        if not any(rule_matches(r, attempt.operation, info, attempt.namespace) for r in hook.rules):
             return False
         return self._match_conditions_hold(hook, attempt, obj)
 
@@ -866,8 +928,10 @@ class ApiserverEmulator:
         if hook.failure_policy == "Ignore":
             return False
         qualified = attempt.info.qualified_resource
-        message = (f'{qualified} "{attempt.name}" is forbidden: failed calling webhook '
-                   f'"{hook.name}": failed evaluating match conditions: {"; ".join(errors)}')
+        message = (
+            f'{qualified} "{attempt.name}" is forbidden: failed calling webhook '
+            f'"{hook.name}": failed evaluating match conditions: {"; ".join(errors)}'
+        )
         raise _Reject(status_json(403, message, "Forbidden"))
 
     # -- mutating ------------------------------------------------------------------------------
@@ -890,8 +954,9 @@ class ApiserverEmulator:
             obj, _ = await self._mutate_once(hook, attempt, obj, round_=1)
         return obj
 
-    async def _mutate_once(self, hook: Webhook, attempt: _Attempt, obj: JsonDict,
-                           round_: int) -> tuple[JsonDict, bool]:
+    async def _mutate_once(
+        self, hook: Webhook, attempt: _Attempt, obj: JsonDict, round_: int
+    ) -> tuple[JsonDict, bool]:
         try:
             verified = await self._call(hook, attempt, obj, round_)
         except _CallError as err:
@@ -945,8 +1010,9 @@ class ApiserverEmulator:
         if hook.failure_policy == "Ignore":
             self._record_failed_open(attempt, hook)
             if asyncio.get_running_loop().time() >= attempt.deadline:
-                raise _Reject(status_json(
-                    504, "request did not complete within requested timeout", "Timeout"))
+                raise _Reject(
+                    status_json(504, "request did not complete within requested timeout", "Timeout")
+                )
             return
         raise _Reject(_internal_error(message))
 
@@ -968,18 +1034,34 @@ class ApiserverEmulator:
 
     # -- one HTTP call -------------------------------------------------------------------------
 
-    async def _call(self, hook: Webhook, attempt: _Attempt, obj: JsonDict,
-                    round_: int) -> _Verified | None:
+    async def _call(
+        self, hook: Webhook, attempt: _Attempt, obj: JsonDict, round_: int
+    ) -> _Verified | None:
         """One webhook call: dry-run gate, POST, contract checks, warnings, denial."""
         if attempt.dry_run:
             if hook.side_effects is None:
-                self._record(hook, attempt, round_, "", "", {}, None, 0.0, None,
-                             "Webhook SideEffects is nil", None)
+                self._record(
+                    hook,
+                    attempt,
+                    round_,
+                    "",
+                    "",
+                    {},
+                    None,
+                    0.0,
+                    None,
+                    "Webhook SideEffects is nil",
+                    None,
+                )
                 raise _CallError("Webhook SideEffects is nil")
             if hook.side_effects not in ("None", "NoneOnDryRun"):
-                raise _Reject(status_json(
-                    400, f'admission webhook "{hook.name}" does not support dry run',
-                    "BadRequest"))
+                raise _Reject(
+                    status_json(
+                        400,
+                        f'admission webhook "{hook.name}" does not support dry run',
+                        "BadRequest",
+                    )
+                )
         uid = str(uuid.uuid4())
         review = self._review(attempt, obj, uid)
         remaining = attempt.deadline - asyncio.get_running_loop().time()
@@ -995,24 +1077,56 @@ class ApiserverEmulator:
             status, body = await self._post(hook, review, timeout_param, budget)
             verified = self._verify(hook, uid, status, body)
         except _CallError as err:
-            self._record(hook, attempt, round_, uid, timeout_param, review, status,
-                         time.monotonic() - started, None, err.reason, body)
+            self._record(
+                hook,
+                attempt,
+                round_,
+                uid,
+                timeout_param,
+                review,
+                status,
+                time.monotonic() - started,
+                None,
+                err.reason,
+                body,
+            )
             raise
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             reason = f'failed to call webhook: Post "{url}": {_describe_client_error(exc)}'
-            self._record(hook, attempt, round_, uid, timeout_param, review, status,
-                         time.monotonic() - started, None, reason, body)
+            self._record(
+                hook,
+                attempt,
+                round_,
+                uid,
+                timeout_param,
+                review,
+                status,
+                time.monotonic() - started,
+                None,
+                reason,
+                body,
+            )
             raise _CallError(reason) from exc
-        self._record(hook, attempt, round_, uid, timeout_param, review, status,
-                     time.monotonic() - started, verified.allowed, None, body)
+        self._record(
+            hook,
+            attempt,
+            round_,
+            uid,
+            timeout_param,
+            review,
+            status,
+            time.monotonic() - started,
+            verified.allowed,
+            None,
+            body,
+        )
         for warning in verified.warnings:
             attempt.warnings.add(warning)
         if not verified.allowed:
             raise _Reject(_denial_status(hook.name, verified.status))
         return verified
 
-    def _verify(self, hook: Webhook, uid: str, status: int,
-                body: JsonDict | None) -> _Verified:
+    def _verify(self, hook: Webhook, uid: str, status: int, body: JsonDict | None) -> _Verified:
         try:
             if status != 200:
                 raise _CallError(f"failed to call webhook: unexpected HTTP status {status}")
@@ -1025,8 +1139,9 @@ class ApiserverEmulator:
                 raise
             raise _CallError(f"received invalid webhook response: {err.reason}") from None
 
-    async def _post(self, hook: Webhook, review: JsonDict, timeout_param: str,
-                    budget: float) -> tuple[int, JsonDict | None]:
+    async def _post(
+        self, hook: Webhook, review: JsonDict, timeout_param: str, budget: float
+    ) -> tuple[int, JsonDict | None]:
         """POST the review; returns the status and the decoded body (None if not JSON)."""
         payload = json.dumps(review).encode()
         headers = {
@@ -1063,9 +1178,20 @@ class ApiserverEmulator:
             self._ssl_contexts[ca_pem] = client_ssl_context(ca_pem)
         return self._ssl_contexts[ca_pem]
 
-    def _record(self, hook: Webhook, attempt: _Attempt, round_: int, uid: str,
-                timeout_param: str, review: JsonDict, status: int | None, duration: float,
-                allowed: bool | None, error: str | None, response: JsonDict | None) -> None:
+    def _record(
+        self,
+        hook: Webhook,
+        attempt: _Attempt,
+        round_: int,
+        uid: str,
+        timeout_param: str,
+        review: JsonDict,
+        status: int | None,
+        duration: float,
+        allowed: bool | None,
+        error: str | None,
+        response: JsonDict | None,
+    ) -> None:
         call = WebhookCall(
             name=hook.name,
             configuration=hook.configuration,
@@ -1094,30 +1220,54 @@ class ApiserverEmulator:
         """rest.BeforeCreate: generate the name, set uid and creationTimestamp, validate."""
         meta = obj.setdefault("metadata", {})
         if not meta.get("name") and meta.get("generateName"):
-            meta["name"] = _generate_name(str(meta["generateName"]))
+            meta["name"] = generate_name(str(meta["generateName"]))
         if not meta.get("name"):
-            raise _Reject(status_json(
-                422, f'{info.qualified_kind} "" is invalid: metadata.name: Required value: '
-                     "name or generateName is required", "Invalid",
-                details={"kind": info.kind, "group": info.group,
-                         "causes": [{"reason": "FieldValueRequired", "field": "metadata.name",
-                                     "message": "Required value: name or generateName is "
-                                                "required"}]}))
+            raise _Reject(
+                status_json(
+                    422,
+                    f'{info.qualified_kind} "" is invalid: metadata.name: Required value: '
+                    "name or generateName is required",
+                    "Invalid",
+                    details={
+                        "kind": info.kind,
+                        "group": info.group,
+                        "causes": [
+                            {
+                                "reason": "FieldValueRequired",
+                                "field": "metadata.name",
+                                "message": "Required value: name or generateName is required",
+                            }
+                        ],
+                    },
+                )
+            )
         meta["uid"] = str(uuid.uuid4())
-        meta["creationTimestamp"] = _timestamp()
+        meta["creationTimestamp"] = rfc3339_now()
         return obj
 
-    def _finish_write(self, obj: JsonDict, info: ResourceInfo, ns: str, operation: str,
-                      dry_run: bool, persist: bool) -> JsonDict:
+    def _finish_write(
+        self,
+        obj: JsonDict,
+        info: ResourceInfo,
+        ns: str,
+        operation: str,
+        dry_run: bool,
+        persist: bool,
+    ) -> JsonDict:
         name = str(obj["metadata"].get("name", ""))
         key = (info.resource, ns, name)
         if operation == "CREATE" and key in self.stored:
             details: JsonDict = {"name": name, "kind": info.resource}
             if info.group:
                 details["group"] = info.group
-            raise _Reject(status_json(
-                409, f'{info.qualified_resource} "{name}" already exists', "AlreadyExists",
-                details=details))
+            raise _Reject(
+                status_json(
+                    409,
+                    f'{info.qualified_resource} "{name}" already exists',
+                    "AlreadyExists",
+                    details=details,
+                )
+            )
         if dry_run or not persist:
             return obj
         obj["metadata"]["resourceVersion"] = str(next(self._resource_versions))
@@ -1125,9 +1275,15 @@ class ApiserverEmulator:
         return obj
 
     @staticmethod
-    def _result(allowed: bool, obj: JsonDict, status: JsonDict | None,
-                warnings: Sequence[str], calls: Sequence[WebhookCall], dry_run: bool,
-                code: int = 0) -> AdmissionResult:
+    def _result(
+        allowed: bool,
+        obj: JsonDict,
+        status: JsonDict | None,
+        warnings: Sequence[str],
+        calls: Sequence[WebhookCall],
+        dry_run: bool,
+        code: int = 0,
+    ) -> AdmissionResult:
         return AdmissionResult(
             allowed=allowed,
             object=obj,
@@ -1139,4 +1295,3 @@ class ApiserverEmulator:
             status=status,
             dry_run=dry_run,
         )
-

@@ -33,9 +33,9 @@ CERT_FILE = "tls.crt"
 KEY_FILE = "tls.key"
 
 
-def service_dns_names(service: str = SERVICE_NAME, namespace: str = SERVICE_NAMESPACE) -> tuple[
-    str, ...
-]:
+def service_dns_names(
+    service: str = SERVICE_NAME, namespace: str = SERVICE_NAMESPACE
+) -> tuple[str, ...]:
     """The names a Service is reachable under; kube-apiserver dials ``<svc>.<ns>.svc``."""
     return (
         service,

@@ -1,0 +1,83 @@
+"""Pytest fixtures around the test PKI, TLS listeners and the fake Kubernetes API.
+
+Loaded with ``pytest_plugins = ["tests.support.fixtures"]`` so every test package shares
+one definition.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+from tests.support.fakekube import FakeKube
+from tests.support.pki import ServingPki, service_dns_names, write_pki
+
+LOOPBACK = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class Listener:
+    """Where a test server listens."""
+
+    host: str
+    port: int
+
+
+async def start_tls_app(
+    app: web.Application, ssl_context: ssl.SSLContext, host: str = LOOPBACK, port: int = 0
+) -> tuple[web.AppRunner, Listener]:
+    """Serve ``app`` over TLS on loopback; the caller owns ``runner.cleanup()``."""
+    runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
+    await site.start()
+    return runner, Listener(host, int(runner.addresses[0][1]))
+
+
+TlsServerFactory = Callable[..., Awaitable[Listener]]
+
+
+@pytest.fixture(scope="module")
+def webhook_pki(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServingPki]:
+    """A CA and a serving certificate for autowrap.autowrap-system.svc (and 127.0.0.1)."""
+    yield write_pki(tmp_path_factory.mktemp("pki"), service_dns_names())
+
+
+@pytest.fixture
+async def tls_server(webhook_pki: ServingPki) -> AsyncIterator[TlsServerFactory]:
+    """``await tls_server(app)`` serves an aiohttp app with the test PKI's serving cert.
+
+    Pass ``ssl_context=`` to serve with another certificate. Servers stop after the test.
+    """
+    runners: list[web.AppRunner] = []
+
+    async def start(app: web.Application, ssl_context: ssl.SSLContext | None = None) -> Listener:
+        runner, listener = await start_tls_app(app, ssl_context or webhook_pki.server_context())
+        runners.append(runner)
+        return listener
+
+    yield start
+    for runner in reversed(runners):
+        await runner.cleanup()
+
+
+@pytest.fixture
+async def fake_kube() -> AsyncIterator[FakeKube]:
+    """A running fake Kubernetes API on loopback, stopped after the test."""
+    fake = FakeKube()
+    await fake.start()
+    try:
+        yield fake
+    finally:
+        await fake.stop()
+
+
+@pytest.fixture
+def fake_kubeconfig(fake_kube: FakeKube, tmp_path: Path) -> Path:
+    """A kubeconfig pointing at ``fake_kube`` with its bearer token."""
+    return fake_kube.write_kubeconfig(tmp_path / "kubeconfig")
