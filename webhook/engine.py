@@ -21,7 +21,7 @@ from webhook.plumbing import topology as topology_plumbing
 from webhook.policy import Enforcement, Match, PolicySet, PolicySpec, WrapMode
 from webhook.rules import annotations as annotation_rules
 from webhook.rules import env as env_rules
-from webhook.rules import fault_tolerance, partitions, podsets, queue
+from webhook.rules import fault_tolerance, partitions, podsets, queue, rendezvous
 from webhook.rules import names as name_rules
 from webhook.rules import topology as topology_rules
 from webhook.workload import HasKindRules, HasTopology, KindAdapter, PodGroup
@@ -138,6 +138,7 @@ def _not_a_candidate(
 @dataclass(frozen=True)
 class _Prepared:
     groups: list[PodGroup]
+    master: PodGroup | None
     plan: env_plumbing.Plan | None
     dns_patched: Obj
     extra: tuple[Obj, ...]
@@ -147,7 +148,7 @@ def _prepare(obj: Obj, adapter: KindAdapter, policy: PolicySpec) -> _Prepared:
     groups = adapter.pod_groups(obj)
     master = adapter.master_group(obj, groups)
     if master is None:
-        return _Prepared(groups, None, obj, ())
+        return _Prepared(groups, None, None, obj, ())
     obj_annotations = objects.annotations_of(obj)
     port = env_plumbing.master_port(obj_annotations, policy.master_port)
     dns = adapter.dns(obj, groups, master, port=port)
@@ -159,7 +160,7 @@ def _prepare(obj: Obj, adapter: KindAdapter, policy: PolicySpec) -> _Prepared:
         nproc_override=env_plumbing.parse_positive(obj_annotations.get(names.NPROC_ANNOTATION)),
         accelerators=policy.accelerators,
     )
-    return _Prepared(groups, plan, dns.patched, dns.extra)
+    return _Prepared(groups, master, plan, dns.patched, dns.extra)
 
 
 def workload_findings(obj: Obj, adapter: KindAdapter, policy: PolicySpec) -> list[Violation]:
@@ -168,6 +169,7 @@ def workload_findings(obj: Obj, adapter: KindAdapter, policy: PolicySpec) -> lis
     if prepared.plan is not None:
         found += env_rules.check(prepared.plan, extra_reserved=policy.reserved_env)
     found += partitions.check(prepared.groups)
+    found += rendezvous.check(prepared.groups, prepared.master)
     found += name_rules.check(obj, prepared.groups, adapter)
     found += annotation_rules.check(objects.annotations_of(obj), [g.name for g in prepared.groups])
     if isinstance(adapter, HasTopology):
@@ -186,7 +188,9 @@ def plumb(obj: Obj, adapter: KindAdapter, policy: PolicySpec) -> tuple[Obj, tupl
     if prepared.plan is not None:
         for group_plan in prepared.plan.groups:
             path = group_plan.group.template_path
-            template = as_map(objects.get(result, path))
+            template = objects.get(result, path)
+            if not isinstance(template, dict):
+                continue  # nothing to put env into; the schema rejects such a task anyway
             applied = env_plumbing.apply(template, group_plan)
             if path.parts:
                 objects.put(result, path, applied)
@@ -216,7 +220,7 @@ def _wrap(obj: Obj, adapter: KindAdapter, match: Match, context: Context) -> Out
     spec_hash = objects.canonical_hash({"component": component, "queue": chosen_queue})
     name = builder.appwrapper_name(obj, seed=context.uid or spec_hash)
     if not objects.name_of(component):
-        metadata = component.setdefault("metadata", {})
+        metadata = objects.ensure_map(component, "metadata")
         metadata["name"] = name
         metadata.pop("generateName", None)
 
@@ -256,12 +260,12 @@ def _origin_kind(adapter: KindAdapter) -> str:
 def complete(appwrapper: Obj, policy: PolicySpec) -> Obj:
     """Queue and fault-tolerance defaults, suspend, plumbing and podSets; a fixed point."""
     result = objects.deep_copy(appwrapper)
-    metadata = result.setdefault("metadata", {})
+    metadata = objects.ensure_map(result, "metadata")
     if policy.queue.default:
-        aw_labels = _ensure_map(metadata, "labels")
+        aw_labels = objects.ensure_map(metadata, "labels")
         aw_labels.setdefault(names.QUEUE_LABEL, policy.queue.default)
     if policy.fault_tolerance.defaults:
-        aw_annotations = _ensure_map(metadata, "annotations")
+        aw_annotations = objects.ensure_map(metadata, "annotations")
         for key, value in policy.fault_tolerance.defaults.items():
             aw_annotations.setdefault(names.FAULT_TOLERANCE_PREFIX + key, value)
     spec = result.get("spec")
@@ -303,13 +307,6 @@ def complete(appwrapper: Obj, policy: PolicySpec) -> Obj:
             components.append({"template": extra})
             present.add((extra.get("kind"), objects.name_of(extra)))
     return result
-
-
-def _ensure_map(parent: dict[str, Any], key: str) -> dict[str, Any]:
-    current = parent.get(key)
-    if not isinstance(current, dict):
-        current = parent[key] = {}
-    return current
 
 
 def _complete_submitted(appwrapper: Obj, match: Match) -> Outcome:

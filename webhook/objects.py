@@ -75,6 +75,16 @@ def put(obj: Obj, path: FieldPath, value: Any) -> None:
     node[last] = value
 
 
+def ensure_map(parent: dict[str, Any], key: str) -> dict[str, Any]:
+    """``parent[key]`` as a map, replacing whatever non-map value stood there (admission input
+    can hold ``null`` or a list where a map belongs; the apiserver rejects such objects anyway,
+    and the engine must not fall over on them first)."""
+    current = parent.get(key)
+    if not isinstance(current, dict):
+        current = parent[key] = {}
+    return current
+
+
 def deep_copy(obj: Obj) -> Obj:
     return copy.deepcopy(obj)
 

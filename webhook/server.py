@@ -301,10 +301,43 @@ class Options:
     drain_timeout: float = 25.0
 
 
-async def serve(
-    options: Options, stop: asyncio.Event, started: asyncio.Event | None = None
-) -> None:
-    """Run until ``stop`` is set, then drain: unready, close the listener, finish in-flight."""
+@dataclass
+class Running:
+    """A started server: its state, where it listens, and how to stop it gracefully."""
+
+    state: State
+    options: Options
+    runner: web.AppRunner
+    metrics_runner: web.AppRunner
+    site: web.TCPSite
+    tasks: list[asyncio.Task[None]]
+
+    @property
+    def port(self) -> int:
+        return int(self.runner.addresses[0][1])
+
+    @property
+    def metrics_port(self) -> int:
+        return int(self.metrics_runner.addresses[0][1])
+
+    async def drain(self) -> None:
+        """Unready, close the listener, let in-flight requests finish, then release all."""
+        state = self.state
+        state.draining = True
+        log.info("draining", extra={"fields": {"in_flight": state.in_flight}})
+        for task in self.tasks:
+            task.cancel()
+        await self.site.stop()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(state.idle.wait(), self.options.drain_timeout)
+        await self.runner.cleanup()
+        await self.metrics_runner.cleanup()
+        if state.cluster is not None:
+            state.cluster.close()
+        log.info("stopped", extra={"fields": {"in_flight": state.in_flight}})
+
+
+async def start(options: Options) -> Running:
     policies = policyfiles.load(options.policy_path)
     state = State(policies=policies, policy_path=options.policy_path)
     if options.policy_path is not None:
@@ -312,14 +345,21 @@ async def serve(
     cert_dir = options.cert_dir
     if cert_dir is None:
         cert_dir = certs.development_pair(names.SERVICE_NAME, names.SERVICE_NAMESPACE)
-        log.warning("no --cert-dir: serving a development certificate",
-                    extra={"fields": {"dir": str(cert_dir), "caBundle": certs.ca_bundle(
-                        (cert_dir / certs.CA_CERT).read_bytes())}})  # fmt: skip
+        ca_pem = (cert_dir / certs.CA_CERT).read_bytes()
+        log.warning(
+            "no --cert-dir: serving a development certificate",
+            extra={"fields": {"dir": str(cert_dir), "caBundle": certs.ca_bundle(ca_pem)}},
+        )
     state.tls = certs.ReloadingContext(cert_dir)
     if options.use_cluster:
         state.cluster = _connect(options.kubeconfig)
-    runner = web.AppRunner(build_app(state), handle_signals=False, access_log=None)
-    metrics_runner = web.AppRunner(build_metrics_app(state), handle_signals=False, access_log=None)
+    # The drain waits for in-flight requests itself; cleanup then only closes idle sockets.
+    runner = web.AppRunner(
+        build_app(state), handle_signals=False, access_log=None, shutdown_timeout=1.0
+    )
+    metrics_runner = web.AppRunner(
+        build_metrics_app(state), handle_signals=False, access_log=None, shutdown_timeout=1.0
+    )
     await runner.setup()
     await metrics_runner.setup()
     site = web.TCPSite(runner, options.host, options.port, ssl_context=state.tls.context)
@@ -327,29 +367,24 @@ async def serve(
     await web.TCPSite(metrics_runner, options.host, options.metrics_port).start()
     state.listening = True
     state.idle.set()
-    log.info("serving", extra={"fields": {"port": options.port, "metrics_port": options.metrics_port,
-                                          "policies": [p.name for p in policies.policies]}})  # fmt: skip
-    if started is not None:
-        started.set()
     tasks = [
         asyncio.create_task(_every(options.reload_interval, lambda: reload_policies(state))),
         asyncio.create_task(_every(options.reload_interval, lambda: reload_certificates(state))),
     ]
+    running = Running(state, options, runner, metrics_runner, site, tasks)
+    fields = {"port": running.port, "metrics_port": running.metrics_port,
+              "policies": [p.name for p in policies.policies]}  # fmt: skip
+    log.info("serving", extra={"fields": fields})
+    return running
+
+
+async def serve(options: Options, stop: asyncio.Event) -> None:
+    """Run until ``stop`` is set, then drain."""
+    running = await start(options)
     try:
         await stop.wait()
     finally:
-        state.draining = True
-        log.info("draining", extra={"fields": {"in_flight": state.in_flight}})
-        for task in tasks:
-            task.cancel()
-        await site.stop()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(state.idle.wait(), options.drain_timeout)
-        await runner.cleanup()
-        await metrics_runner.cleanup()
-        if state.cluster is not None:
-            state.cluster.close()
-        log.info("stopped", extra={"fields": {"in_flight": state.in_flight}})
+        await running.drain()
 
 
 def main(args: Namespace) -> int:

@@ -45,15 +45,12 @@ class PodKind:
 
     def dns(self, obj: Obj, groups: Sequence[PodGroup], master: PodGroup, *, port: int) -> Dns:
         patched = objects.deep_copy(obj)
-        spec = patched.setdefault("spec", {})
+        spec = objects.ensure_map(patched, "spec")
         hostname = _hostname(obj)
         subdomain = spec.get("subdomain") or _service_name(hostname)
         spec.setdefault("hostname", hostname)
         spec.setdefault("subdomain", subdomain)
-        metadata = patched.setdefault("metadata", {})
-        pod_labels = metadata.get("labels")
-        if not isinstance(pod_labels, dict):
-            pod_labels = metadata["labels"] = {}
+        pod_labels = objects.ensure_map(objects.ensure_map(patched, "metadata"), "labels")
         pod_labels.setdefault(SERVICE_LABEL, subdomain)
         service = {
             "apiVersion": "v1",

@@ -69,10 +69,7 @@ class VolcanoJobKind:
 
     def dns(self, obj: Obj, groups: Sequence[PodGroup], master: PodGroup, *, port: int) -> Dns:
         patched = objects.deep_copy(obj)
-        spec = patched.setdefault("spec", {})
-        plugins = spec.get("plugins")
-        if not isinstance(plugins, dict):
-            plugins = spec["plugins"] = {}
+        plugins = objects.ensure_map(objects.ensure_map(patched, "spec"), "plugins")
         svc = plugins.get("svc")
         if not isinstance(svc, list):
             plugins["svc"] = [f"{PUBLISH_NOT_READY}=true"]

@@ -189,11 +189,7 @@ def apply(template: Mapping[str, Any], group_plan: GroupPlan) -> Obj:
         ("annotations", group_plan.template_annotations),
     ):
         if extra:
-            metadata = result.setdefault("metadata", {})
-            current = metadata.get(key)
-            if not isinstance(current, dict):
-                current = metadata[key] = {}
-            current.update(extra)
+            objects.ensure_map(objects.ensure_map(result, "metadata"), key).update(extra)
     spec = result.get("spec")
     if not isinstance(spec, dict):
         return result

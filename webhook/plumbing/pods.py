@@ -62,9 +62,6 @@ def mutate(pod: Mapping[str, Any]) -> PodMutation:
     if pod_annotations.get(names.NODE_RANK_ANNOTATION) == rank:
         return PodMutation(None)
     result = objects.deep_copy(dict(pod))
-    metadata = result.setdefault("metadata", {})
-    current = metadata.get("annotations")
-    if not isinstance(current, dict):
-        current = metadata["annotations"] = {}
-    current[names.NODE_RANK_ANNOTATION] = rank
+    annotations = objects.ensure_map(objects.ensure_map(result, "metadata"), "annotations")
+    annotations[names.NODE_RANK_ANNOTATION] = rank
     return PodMutation(result)

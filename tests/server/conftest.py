@@ -1,0 +1,1 @@
+from tests.server.harness import cluster  # noqa: F401

@@ -1,0 +1,139 @@
+"""A cluster on loopback for end-to-end tests: the real autowrap server, the apiserver
+emulator configured from the *rendered* ``deploy/`` webhook configurations, and the fake
+Kubernetes API, which sends AppWrapper creates back through the emulator as kube-apiserver
+would (so autowrap's own AppWrapper webhooks run on what its wrap creates)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.apiserver import AdmissionResult, ApiserverEmulator, UserInfo
+from tests.support.fakekube import FakeKube
+from tests.support.pki import ServingPki
+from webhook import names, server
+
+REPO = Path(__file__).resolve().parents[2]
+NAMESPACE = "ml"
+QUEUE = "team-queue"
+ALICE = UserInfo(username="alice", groups=("system:authenticated",))
+MALLORY = UserInfo(username="mallory", groups=("system:authenticated",))
+
+Obj = dict[str, Any]
+
+
+@cache
+def webhook_configurations() -> tuple[Obj, ...]:
+    """The Mutating/ValidatingWebhookConfigurations exactly as `kubectl apply -k` would create."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed: cannot render deploy/ for the apiserver emulator")
+    import yaml
+
+    out = subprocess.run(
+        [kubectl, "kustomize", str(REPO / "deploy" / "base")],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    return tuple(
+        doc for doc in yaml.safe_load_all(out.stdout)
+        if doc and doc["kind"] in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+    )  # fmt: skip
+
+
+def cel_predicates(configurations: tuple[Obj, ...]) -> dict[str, Callable[[Obj], bool]]:
+    """Each matchConditions expression, evaluated with cel-python over the request's object."""
+    celpy = pytest.importorskip("celpy", reason="cel-python evaluates the matchConditions")
+    env = celpy.Environment()
+    predicates: dict[str, Callable[[Obj], bool]] = {}
+    for configuration in configurations:
+        for hook in configuration["webhooks"]:
+            for condition in hook.get("matchConditions", []):
+                expression = condition["expression"]
+                program = env.program(env.compile(expression))
+
+                def predicate(request: Obj, program: Any = program) -> bool:
+                    activation = {"object": celpy.json_to_cel(request.get("object") or {})}
+                    return bool(program.evaluate(activation))
+
+                predicates[expression] = predicate
+    return predicates
+
+
+@dataclass
+class Cluster:
+    emulator: ApiserverEmulator
+    kube: FakeKube
+    running: server.Running
+    cert_dir: Path
+    policy_dir: Path
+    pki: ServingPki
+
+    @property
+    def state(self) -> server.State:
+        return self.running.state
+
+    async def create(
+        self, obj: Obj, *, user: UserInfo = ALICE, dry_run: bool = False
+    ) -> AdmissionResult:
+        return await self.emulator.create(obj, user=user, dry_run=dry_run)
+
+    def appwrappers(self) -> dict[tuple[str, str], Obj]:
+        return dict(self.kube.appwrappers)
+
+
+async def start_cluster(
+    pki: ServingPki,
+    kube: FakeKube,
+    kubeconfig: Path,
+    tmp_path: Path,
+    *,
+    namespaces: Mapping[str, Mapping[str, str]] | None = None,
+    policies: Path = REPO / "policies",
+) -> tuple[Cluster, Callable[[], Any]]:
+    cert_dir = tmp_path / "certs"
+    cert_dir.mkdir()
+    for source in (pki.cert_path, pki.key_path, pki.ca_path):
+        shutil.copy(source, cert_dir / source.name)
+    policy_dir = tmp_path / "policies"
+    shutil.copytree(policies, policy_dir)
+    options = server.Options(
+        host="127.0.0.1", port=0, metrics_port=0, cert_dir=cert_dir, policy_path=policy_dir,
+        kubeconfig=str(kubeconfig), reload_interval=0.2, drain_timeout=5.0,
+    )  # fmt: skip
+    running = await server.start(options)
+    configurations = webhook_configurations()
+    namespaces = namespaces or {NAMESPACE: {}}
+    emulator = ApiserverEmulator(
+        "127.0.0.1",
+        running.port,
+        configurations,
+        namespace_labels=namespaces,
+        match_conditions=cel_predicates(configurations),
+        ca_bundle=pki.ca_bundle,
+    )
+    for ns, labels in namespaces.items():
+        kube.add_namespace(ns, labels)
+        kube.add_local_queue(ns, QUEUE)
+        kube.allow(ALICE.username, verb="create", group=names.APPWRAPPER_GROUP,
+                   resource=names.APPWRAPPER_PLURAL, namespace=ns)  # fmt: skip
+    kube.admit_appwrappers_with(emulator)
+    cluster = Cluster(emulator, kube, running, cert_dir, policy_dir, pki)
+    return cluster, running.drain
+
+
+@pytest.fixture
+async def cluster(
+    webhook_pki: ServingPki, fake_kube: FakeKube, fake_kubeconfig: Path, tmp_path: Path
+) -> AsyncIterator[Cluster]:
+    started, stop = await start_cluster(webhook_pki, fake_kube, fake_kubeconfig, tmp_path)
+    try:
+        yield started
+    finally:
+        await stop()

@@ -1,0 +1,241 @@
+"""End to end: a user's create goes through the apiserver emulator, configured with the
+webhook configurations rendered from deploy/, to the real autowrap server over TLS; autowrap
+calls the fake Kubernetes API, whose AppWrapper creates pass through the emulator again."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from tests.server.harness import ALICE, MALLORY, NAMESPACE, QUEUE, Cluster
+from webhook import names
+
+Obj = dict[str, Any]
+
+
+def _container() -> Obj:
+    return {"name": "trainer", "image": "torch:2.4", "resources": {"limits": {"nvidia.com/gpu": 8}}}
+
+
+def vcjob(name: str = "train", *, workers: int = 3, labels: dict[str, str] | None = None) -> Obj:
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "labels": labels if labels is not None else {names.QUEUE_LABEL: QUEUE},
+        },
+        "spec": {
+            "tasks": [
+                {"name": "master", "replicas": 1,
+                 "template": {"spec": {"restartPolicy": "Never", "containers": [_container()]}}},
+                {"name": "worker", "replicas": workers,
+                 "template": {"spec": {"restartPolicy": "Never", "containers": [_container()]}}},
+            ]
+        },
+    }  # fmt: skip
+
+
+def pod(name: str = "notebook") -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {names.WRAP_LABEL: "true",
+                                                                     names.QUEUE_LABEL: QUEUE}},
+        "spec": {"containers": [{"name": "main", "image": "torch:2.4"}]},
+    }  # fmt: skip
+
+
+async def test_a_labeled_vcjob_is_wrapped_and_the_user_is_told_where_it_went(
+    cluster: Cluster,
+) -> None:
+    result = await cluster.create(vcjob())
+
+    assert not result.allowed
+    assert result.status_code == 409
+    assert f"Job {NAMESPACE}/train was wrapped into AppWrapper {NAMESPACE}/train" in result.message
+    assert f"kubectl get appwrapper train -n {NAMESPACE}" in result.message
+    assert list(cluster.appwrappers()) == [(NAMESPACE, "train")]
+    stored = cluster.appwrappers()[(NAMESPACE, "train")]
+    assert stored["metadata"]["labels"][names.QUEUE_LABEL] == QUEUE
+    assert stored["spec"]["suspend"] is True
+    component = stored["spec"]["components"][0]
+    assert [p["replicas"] for p in component["podSets"]] == [1, 3]
+    assert names.QUEUE_LABEL not in component["template"]["metadata"].get("labels", {})
+    assert ("train",) not in [k[2:] for k in cluster.emulator.stored], "the original is not stored"
+    assert cluster.emulator.contract_violations == []
+
+
+async def test_the_appwrapper_created_by_a_wrap_passes_autowrap_own_appwrapper_webhooks(
+    cluster: Cluster,
+) -> None:
+    await cluster.create(vcjob())
+
+    aw_calls = [c for c in cluster.emulator.calls if c.name.startswith("appwrappers.")]
+    assert {c.name for c in aw_calls} == {
+        "appwrappers.mutate.autowrap.io",
+        "appwrappers.validate.autowrap.io",
+    }
+    assert all(c.allowed for c in aw_calls)
+    mutate = next(c for c in aw_calls if c.name == "appwrappers.mutate.autowrap.io")
+    assert not mutate.patched, "completing an AppWrapper autowrap produced changes nothing"
+
+
+async def test_applying_the_same_job_again_answers_the_same_and_creates_nothing_more(
+    cluster: Cluster,
+) -> None:
+    first = await cluster.create(vcjob())
+    second = await cluster.create(vcjob())
+
+    assert second.message == first.message
+    assert second.status_code == first.status_code
+    assert len(cluster.appwrappers()) == 1
+    assert cluster.emulator.contract_violations == []
+
+
+async def test_a_different_spec_under_an_existing_appwrapper_name_is_rejected(
+    cluster: Cluster,
+) -> None:
+    await cluster.create(vcjob(workers=3))
+    result = await cluster.create(vcjob(workers=5))
+
+    assert not result.allowed
+    assert "already exists with a different spec" in result.message
+    stored = cluster.appwrappers()[(NAMESPACE, "train")]
+    assert stored["spec"]["components"][0]["podSets"][1]["replicas"] == 3
+
+
+async def test_a_dry_run_answers_like_the_real_thing_and_creates_nothing(cluster: Cluster) -> None:
+    result = await cluster.create(vcjob(), dry_run=True)
+
+    assert not result.allowed
+    assert "was wrapped into AppWrapper" in result.message
+    assert "dry run" in result.message
+    assert cluster.appwrappers() == {}
+    creates = cluster.kube.requests_to("POST", "/appwrappers$")
+    assert creates and all("dryRun" in r.query for r in creates)
+
+
+async def test_a_labeled_pod_is_wrapped_with_its_headless_service(cluster: Cluster) -> None:
+    result = await cluster.create(pod())
+
+    assert "Pod ml/notebook was wrapped into AppWrapper ml/notebook" in result.message
+    stored = cluster.appwrappers()[(NAMESPACE, "notebook")]
+    kinds = [c["template"]["kind"] for c in stored["spec"]["components"]]
+    assert kinds == ["Pod", "Service"]
+    wrapped_pod = stored["spec"]["components"][0]["template"]
+    env = {e["name"]: e.get("value") for e in wrapped_pod["spec"]["containers"][0]["env"]}
+    assert env["MASTER_ADDR"] == "notebook.notebook"
+    assert env["NNODES"] == "1" and env["RANK"] == "0"
+
+
+async def test_a_user_submitted_appwrapper_is_completed_and_fits_the_crd_schema(
+    cluster: Cluster,
+) -> None:
+    job = vcjob("byhand", labels={})
+    aw = {
+        "apiVersion": names.APPWRAPPER_API_VERSION,
+        "kind": "AppWrapper",
+        "metadata": {"name": "byhand", "namespace": NAMESPACE,
+                     "labels": {names.QUEUE_LABEL: QUEUE}},
+        "spec": {"components": [{"template": job}]},
+    }  # fmt: skip
+    result = await cluster.create(aw)
+
+    assert result.allowed, result.message
+    stored = result.object
+    component = stored["spec"]["components"][0]
+    assert [p["path"] for p in component["podSets"]] == [
+        "template.spec.tasks[0].template",
+        "template.spec.tasks[1].template",
+    ]
+    assert stored["spec"]["suspend"] is True
+    env = component["template"]["spec"]["tasks"][1]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "WORLD_SIZE", "value": "32"} in env
+    assert cluster.emulator.contract_violations == []
+
+
+async def test_a_user_who_may_not_create_appwrappers_is_refused_and_nothing_is_created(
+    cluster: Cluster,
+) -> None:
+    result = await cluster.create(vcjob(), user=MALLORY)
+
+    assert not result.allowed
+    assert result.status_code == 403
+    assert "'mallory' may not create appwrappers" in result.message
+    assert cluster.appwrappers() == {}
+
+
+async def test_a_queue_that_does_not_exist_is_rejected_before_anything_is_created(
+    cluster: Cluster,
+) -> None:
+    result = await cluster.create(vcjob(labels={names.QUEUE_LABEL: "no-such-queue"}))
+
+    assert not result.allowed
+    assert "LocalQueue 'no-such-queue' does not exist" in result.message
+    assert cluster.appwrappers() == {}
+
+
+async def test_when_the_api_is_down_the_user_gets_a_clear_denial_and_nothing_is_left(
+    cluster: Cluster,
+) -> None:
+    cluster.kube.inject("POST", r"/appwrappers$", status=503, times=None)
+    result = await cluster.create(vcjob())
+
+    assert not result.allowed
+    assert "Kubernetes API answered 503" in result.message
+    assert cluster.appwrappers() == {}
+    assert cluster.emulator.contract_violations == []
+
+
+async def test_a_job_that_cannot_work_is_rejected_with_every_violation_at_once(
+    cluster: Cluster,
+) -> None:
+    job = vcjob()
+    job["spec"]["tasks"][1]["replicas"] = 5
+    job["spec"]["tasks"][1]["partitionPolicy"] = {"totalPartitions": 2, "partitionSize": 2}
+    env = [{"name": "WORLD_SIZE", "value": "7"}]
+    job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["env"] = env
+
+    result = await cluster.create(job)
+
+    assert not result.allowed
+    assert result.status_code == 422
+    assert "spec.tasks[1].replicas: replicas 5 must equal" in result.message
+    assert "spec.tasks[0].template.spec.containers[0].env[0]: WORLD_SIZE" in result.message
+    assert cluster.appwrappers() == {}
+
+
+async def test_an_unlabeled_job_never_reaches_autowrap(cluster: Cluster) -> None:
+    job = vcjob(labels={})
+    result = await cluster.create(job)
+
+    assert result.allowed
+    assert cluster.emulator.calls == [] or all(
+        not c.name.startswith("vcjobs.") for c in cluster.emulator.calls
+    )
+    assert result.object["metadata"]["name"] == "train"
+
+
+async def test_pods_of_a_wrapped_job_get_their_exact_node_rank(cluster: Cluster) -> None:
+    await cluster.create(vcjob(workers=3))
+    task = cluster.appwrappers()[(NAMESPACE, "train")]["spec"]["components"][0]["template"]
+    worker_template = task["spec"]["tasks"][1]["template"]
+    ranks = []
+    for index in range(3):
+        created = copy.deepcopy(worker_template)
+        created["apiVersion"], created["kind"] = "v1", "Pod"
+        metadata = created.setdefault("metadata", {})
+        metadata["name"] = f"train-worker-{index}"
+        metadata["namespace"] = NAMESPACE
+        metadata["annotations"] = {**metadata.get("annotations", {}),
+                                   names.VOLCANO_TASK_INDEX: str(index)}  # fmt: skip
+        metadata["ownerReferences"] = [{"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+                                        "name": "train", "uid": "u", "controller": True}]  # fmt: skip
+        result = await cluster.create(created, user=ALICE)
+        assert result.allowed, result.message
+        ranks.append(result.object["metadata"]["annotations"][names.NODE_RANK_ANNOTATION])
+
+    assert ranks == ["1", "2", "3"]
+    assert cluster.emulator.contract_violations == []
