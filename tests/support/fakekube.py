@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jsonpatch
 import yaml
 from aiohttp import web
 
@@ -79,6 +80,9 @@ def service_account_user(name: str = SERVICE_NAME, namespace: str = SERVICE_NAME
             "system:authenticated",
         ),
     )
+
+
+ADMISSION_GROUP = "admissionregistration.k8s.io"
 
 
 class KubeApiError(Exception):
@@ -255,6 +259,8 @@ class FakeKube:
         self.appwrappers: dict[tuple[str, str], JsonDict] = {}
         self.local_queues: dict[tuple[str, str], JsonDict] = {}
         self.namespaces: dict[str, JsonDict] = {}
+        self.secrets: dict[tuple[str, str], JsonDict] = {}
+        self.webhook_configurations: dict[tuple[str, str], JsonDict] = {}
         self.access_rules: list[AccessRule] = []
         self.sars: list[JsonDict] = []
         self.requests: list[RecordedRequest] = []
@@ -503,6 +509,12 @@ class FakeKube:
         app.router.add_post(
             f"/apis/{AUTHORIZATION_GROUP}/v1/subjectaccessreviews", self._subject_access_review
         )
+        app.router.add_get("/api/v1/namespaces/{ns}/secrets/{name}", self._get_secret)
+        app.router.add_post("/api/v1/namespaces/{ns}/secrets", self._create_secret)
+        app.router.add_put("/api/v1/namespaces/{ns}/secrets/{name}", self._replace_secret)
+        webhooks = f"/apis/{ADMISSION_GROUP}/v1/{{plural}}/{{name}}"
+        app.router.add_get(webhooks, self._get_webhook_configuration)
+        app.router.add_patch(webhooks, self._patch_webhook_configuration)
         app.router.add_get(f"{lq}/localqueues", self._list_local_queues)
         app.router.add_get(f"{lq}/namespaces/{{ns}}/localqueues", self._list_local_queues)
         app.router.add_get(f"{lq}/namespaces/{{ns}}/localqueues/{{name}}", self._get_local_queue)
@@ -722,6 +734,61 @@ class FakeKube:
                 "items": chosen,
             }
         )
+
+    # -- Secrets and webhook configurations (self-managed certificates) ------------------------
+
+    def add_webhook_configuration(self, configuration: JsonDict) -> None:
+        """Store a Mutating/ValidatingWebhookConfiguration as `kubectl apply` would."""
+        plural = configuration["kind"].lower() + "s"
+        self.webhook_configurations[(plural, configuration["metadata"]["name"])] = copy.deepcopy(
+            configuration
+        )
+
+    async def _get_secret(self, request: web.Request) -> web.Response:
+        key = (request.match_info["ns"], request.match_info["name"])
+        if key not in self.secrets:
+            raise _not_found("secrets", "", key[1])
+        return _json(self.secrets[key])
+
+    async def _create_secret(self, request: web.Request) -> web.Response:
+        body = await self._read_body(request)
+        key = (request.match_info["ns"], body["metadata"]["name"])
+        if key in self.secrets:
+            raise KubeApiError(409, f'secrets "{key[1]}" already exists', "AlreadyExists",
+                               {"name": key[1], "kind": "secrets"})  # fmt: skip
+        body["metadata"] = self._system_meta({**body["metadata"], "namespace": key[0]})
+        self.secrets[key] = body
+        return _json(body, 201)
+
+    async def _replace_secret(self, request: web.Request) -> web.Response:
+        key = (request.match_info["ns"], request.match_info["name"])
+        if key not in self.secrets:
+            raise _not_found("secrets", "", key[1])
+        body = await self._read_body(request)
+        body["metadata"] = {**self.secrets[key]["metadata"], **body["metadata"],
+                            "resourceVersion": str(next(self._resource_versions))}  # fmt: skip
+        self.secrets[key] = body
+        return _json(body)
+
+    async def _get_webhook_configuration(self, request: web.Request) -> web.Response:
+        key = (request.match_info["plural"], request.match_info["name"])
+        if key not in self.webhook_configurations:
+            raise _not_found(key[0], ADMISSION_GROUP, key[1])
+        return _json(self.webhook_configurations[key])
+
+    async def _patch_webhook_configuration(self, request: web.Request) -> web.Response:
+        """JSON patch only (the patch type autowrap sends), applied as kube-apiserver would."""
+        key = (request.match_info["plural"], request.match_info["name"])
+        if key not in self.webhook_configurations:
+            raise _not_found(key[0], ADMISSION_GROUP, key[1])
+        if request.content_type != "application/json-patch+json":
+            raise KubeApiError(415, f"unsupported patch type {request.content_type}",
+                               "UnsupportedMediaType")  # fmt: skip
+        patched = jsonpatch.apply_patch(
+            self.webhook_configurations[key], await self._read_body(request)
+        )
+        self.webhook_configurations[key] = patched
+        return _json(patched)
 
     async def _list_namespaces(self, request: web.Request) -> web.Response:
         return self._list("v1", "Namespace", list(self.namespaces.values()), request)

@@ -1,0 +1,108 @@
+"""Self-managed certificates: replicas share one Secret, and the webhook configurations'
+caBundle follows the CA in it, through the real Kubernetes client against the fake API."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime
+from argparse import Namespace
+from pathlib import Path
+
+from cryptography import x509
+
+from tests.server.harness import webhook_configurations
+from tests.support.fakekube import FakeKube
+from webhook import certs, names, selfmanaged
+from webhook.kube import CertificateStore, KubeClient
+
+SECRET = "autowrap-serving-cert"
+CONFIGURATIONS = "autowrap-mutating,autowrap-validating"
+
+
+def _args(cert_dir: Path, kubeconfig: Path) -> Namespace:
+    return Namespace(
+        cert_dir=str(cert_dir),
+        kubeconfig=str(kubeconfig),
+        cert_secret=SECRET,
+        webhook_configurations=CONFIGURATIONS,
+    )
+
+
+def _ca_bundles(fake: FakeKube) -> set[str]:
+    return {
+        hook["clientConfig"].get("caBundle", "")
+        for configuration in fake.webhook_configurations.values()
+        for hook in configuration["webhooks"]
+    }
+
+
+def _secret_pem(fake: FakeKube, key: str) -> bytes:
+    return base64.b64decode(fake.secrets[(names.SERVICE_NAMESPACE, SECRET)]["data"][key])
+
+
+async def test_the_first_replica_creates_the_secret_and_points_every_webhook_at_its_ca(
+    fake_kube: FakeKube, fake_kubeconfig: Path, tmp_path: Path
+) -> None:
+    for configuration in webhook_configurations():
+        fake_kube.add_webhook_configuration(configuration)
+
+    await asyncio.to_thread(selfmanaged.prepare, _args(tmp_path, fake_kubeconfig))
+
+    ca_pem = _secret_pem(fake_kube, certs.CA_CERT)
+    assert _ca_bundles(fake_kube) == {certs.ca_bundle(ca_pem)}
+    assert (tmp_path / certs.TLS_CERT).read_bytes() == _secret_pem(fake_kube, certs.TLS_CERT)
+    assert (tmp_path / certs.CA_CERT).read_bytes() == ca_pem
+    assert not (tmp_path / certs.CA_KEY).exists(), "the CA key stays in the Secret"
+    served = x509.load_pem_x509_certificate((tmp_path / certs.TLS_CERT).read_bytes())
+    dns = served.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert f"{names.SERVICE_NAME}.{names.SERVICE_NAMESPACE}.svc" in dns.get_values_for_type(
+        x509.DNSName
+    )
+
+
+async def test_a_second_replica_reuses_the_secret_and_changes_nothing(
+    fake_kube: FakeKube, fake_kubeconfig: Path, tmp_path: Path
+) -> None:
+    for configuration in webhook_configurations():
+        fake_kube.add_webhook_configuration(configuration)
+    await asyncio.to_thread(selfmanaged.prepare, _args(tmp_path / "a", fake_kubeconfig))
+    patches_before = len(fake_kube.requests_to("PATCH", "webhookconfigurations"))
+
+    await asyncio.to_thread(selfmanaged.prepare, _args(tmp_path / "b", fake_kubeconfig))
+
+    assert (tmp_path / "a" / certs.TLS_CERT).read_bytes() == (
+        tmp_path / "b" / certs.TLS_CERT
+    ).read_bytes()
+    assert len(fake_kube.requests_to("PATCH", "webhookconfigurations")) == patches_before
+    assert len(fake_kube.requests_to("POST", "/secrets$")) == 1
+
+
+async def test_a_serving_certificate_close_to_expiry_is_renewed_under_the_same_ca(
+    fake_kube: FakeKube, fake_kubeconfig: Path, tmp_path: Path
+) -> None:
+    ca = certs.make_ca()
+    old = certs.make_serving(ca, certs.dns_names(names.SERVICE_NAME, names.SERVICE_NAMESPACE),
+                             days=10)  # fmt: skip
+    data = {
+        certs.CA_CERT: base64.b64encode(ca.cert_pem).decode(),
+        certs.CA_KEY: base64.b64encode(ca.key_pem).decode(),
+        certs.TLS_CERT: base64.b64encode(old.cert_pem).decode(),
+        certs.TLS_KEY: base64.b64encode(old.key_pem).decode(),
+    }
+    api = KubeClient.from_config(str(fake_kubeconfig))
+    store = CertificateStore(api._api_client)
+    await asyncio.to_thread(store.write_secret, names.SERVICE_NAMESPACE, SECRET, data, create=True)
+
+    renewed = await asyncio.to_thread(
+        selfmanaged.ensure, store, namespace=names.SERVICE_NAMESPACE, secret=SECRET,
+        service=names.SERVICE_NAME,
+    )  # fmt: skip
+    api.close()
+
+    assert renewed[certs.CA_CERT] == data[certs.CA_CERT]
+    assert renewed[certs.TLS_CERT] != data[certs.TLS_CERT]
+    cert = x509.load_pem_x509_certificate(base64.b64decode(renewed[certs.TLS_CERT]))
+    left = cert.not_valid_after_utc - datetime.datetime.now(datetime.UTC)
+    assert left > selfmanaged.RENEW_BEFORE
+    assert _secret_pem(fake_kube, certs.TLS_CERT) == base64.b64decode(renewed[certs.TLS_CERT])
