@@ -15,9 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-import jsonpatch
-
-from webhook import engine, names, objects, review
+from webhook import engine, names, objects, patches, review
 from webhook.kube import AlreadyExists, ApiFailure, Identity
 from webhook.plumbing import pods
 from webhook.policy import PolicySet
@@ -144,7 +142,7 @@ async def _mutate(
 def _patched(
     uid: str, rec: Record, original: Mapping[str, Any], result: Mapping[str, Any] | None, what: str
 ) -> dict[str, Any]:
-    patch = jsonpatch.make_patch(original, result).patch if result is not None else []
+    patch = patches.make_patch(original, result) if result is not None else []
     rec.decision = what if patch else "unchanged"
     return review.allow(uid, patch=patch)
 
@@ -220,7 +218,14 @@ async def _wrap(
         await cluster.create_appwrapper(ns, body, dry_run=request.dry_run, timeout=budget.left())
         repeated = False
     except AlreadyExists:
-        existing = await cluster.get_appwrapper(ns, aw_name, timeout=budget.left())
+        try:
+            existing = await cluster.get_appwrapper(ns, aw_name, timeout=budget.left())
+        except ApiFailure as exc:
+            exc.message += (
+                f"; AppWrapper {ns}/{aw_name} already exists: apply the same manifest again, "
+                f"or check it with kubectl get appwrapper {aw_name} -n {ns}"
+            )
+            raise
         if existing is None or not _same_spec(existing, appwrapper):
             return _denied(request.uid, rec, [
                 f"AppWrapper {ns}/{aw_name} already exists with a different spec; delete it "

@@ -156,18 +156,26 @@ class ReloadingContext:
     def _files(self) -> tuple[Path, Path]:
         return self.cert_dir / TLS_CERT, self.cert_dir / TLS_KEY
 
-    def _read_digest(self) -> str:
-        cert, key = self._files()
-        return hashlib.sha256(cert.read_bytes() + b"\0" + key.read_bytes()).hexdigest()
-
     def reload(self) -> bool:
         """Load the pair if it changed; raises OSError/ssl.SSLError when it cannot be loaded
-        (the previous pair stays in use)."""
-        digest = self._read_digest()
+        (the previous pair stays in use).
+
+        The bytes read once are checked in a scratch context before the live one loads them:
+        OpenSSL drops the live key when a certificate that does not match it is loaded, so a
+        pair caught mid-rotation (new certificate, old key) would fail every new handshake.
+        """
+        cert, key = self._files()
+        cert_pem, key_pem = cert.read_bytes(), key.read_bytes()
+        digest = hashlib.sha256(cert_pem + b"\0" + key_pem).hexdigest()
         if digest == self.digest:
             return False
-        cert, key = self._files()
-        self.context.load_cert_chain(cert, key)
+        with tempfile.TemporaryDirectory(prefix="autowrap-tls-") as scratch:
+            cert_copy, key_copy = Path(scratch) / TLS_CERT, Path(scratch) / TLS_KEY
+            cert_copy.write_bytes(cert_pem)
+            key_copy.touch(mode=0o600)
+            key_copy.write_bytes(key_pem)
+            ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert_copy, key_copy)
+            self.context.load_cert_chain(cert_copy, key_copy)
         self.digest = digest
         self.reloads += 1
         return True

@@ -44,10 +44,13 @@ def read_documents(source: str, stdin: TextIO) -> list[Document]:
         loaded = list(yaml.safe_load_all(text))
     except yaml.YAMLError as exc:
         raise InputError(f"{source}: not valid YAML: {exc}") from None
+    except RecursionError:
+        raise InputError(f"{source}: not valid YAML: nested too deeply") from None
     documents: list[Document] = []
     for i, doc in enumerate(loaded):
         if doc is None:
             continue
+        doc = _as_json(doc, f"{source}: document {i + 1}")
         if not isinstance(doc, dict):
             raise InputError(f"{source}: document {i + 1} is not a Kubernetes object (a mapping)")
         if not isinstance(doc.get("apiVersion"), str) or not isinstance(doc.get("kind"), str):
@@ -60,6 +63,15 @@ def read_documents(source: str, stdin: TextIO) -> list[Document]:
             continue
         documents.append(Document(len(documents), doc))
     return documents
+
+
+def _as_json(doc: Any, where: str) -> Any:
+    """The document as the API would see it: JSON values only (a date becomes its string, a
+    non-string key its text, as kubectl converts them); YAML-only values are refused."""
+    try:
+        return orjson.loads(orjson.dumps(doc, option=orjson.OPT_NON_STR_KEYS))
+    except TypeError as exc:
+        raise InputError(f"{where} is not a Kubernetes object: {exc}") from None
 
 
 def _describe(obj: dict[str, Any], namespace: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import marshal
 from collections.abc import Mapping
 from typing import Any
 
@@ -59,20 +60,32 @@ def get(obj: object, path: FieldPath) -> Any:
     return node
 
 
-def put(obj: Obj, path: FieldPath, value: Any) -> None:
-    """Set ``value`` at ``path`` in place, creating the maps on the way (never lists)."""
+def put(obj: Obj, path: FieldPath, value: Any) -> bool:
+    """Set ``value`` at ``path`` in place, creating missing maps on the way (never lists).
+
+    Returns False, changing nothing, where the path runs through something that is not a map
+    or a list (a user's ``spec: []``): such an object is invalid and is reported, not repaired.
+    """
     node: Any = obj
     *head, last = path.parts
     for part in head:
         if isinstance(part, int):
+            if not isinstance(node, list) or not 0 <= part < len(node):
+                return False
             node = node[part]
-        else:
-            nxt = node.get(part)
-            if not isinstance(nxt, dict | list):
-                nxt = {}
-                node[part] = nxt
-            node = nxt
+            continue
+        if not isinstance(node, dict):
+            return False
+        if node.get(part) is None:
+            node[part] = {}
+        node = node[part]
+    if isinstance(last, int):
+        if not isinstance(node, list) or not 0 <= last < len(node):
+            return False
+    elif not isinstance(node, dict):
+        return False
     node[last] = value
+    return True
 
 
 def ensure_map(parent: dict[str, Any], key: str) -> dict[str, Any]:
@@ -86,7 +99,17 @@ def ensure_map(parent: dict[str, Any], key: str) -> dict[str, Any]:
 
 
 def deep_copy(obj: Obj) -> Obj:
-    return copy.deepcopy(obj)
+    """A deep copy of a decoded JSON object, as ``copy.deepcopy`` makes it.
+
+    ``marshal`` copies dicts, lists and scalars in C, shared references and exact types
+    (bool, big int, NaN) included, several times faster than ``copy.deepcopy``; anything it
+    does not know (a type of our own, a dict subclass) falls back to ``copy.deepcopy``.
+    """
+    try:
+        copied: Obj = marshal.loads(marshal.dumps(obj))
+    except ValueError:
+        return copy.deepcopy(obj)
+    return copied
 
 
 def int_or_none(value: object) -> int | None:

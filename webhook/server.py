@@ -15,7 +15,7 @@ import signal
 import sys
 import time
 from argparse import Namespace
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -387,6 +387,16 @@ async def serve(options: Options, stop: asyncio.Event) -> None:
         await running.drain()
 
 
+def _run_loop(main: Coroutine[Any, Any, None]) -> None:
+    """uvloop where it is installed (a faster event loop and TLS transport), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main)
+        return
+    uvloop.run(main)
+
+
 def main(args: Namespace) -> int:
     configure_logging()
     if args.self_managed_certs:
@@ -419,7 +429,7 @@ def main(args: Namespace) -> int:
         await serve(options, stop)
 
     try:
-        asyncio.run(run())
+        _run_loop(run())
     except PolicyError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from tests.schemas import assert_valid_appwrapper
 from tests.server.harness import ALICE, MALLORY, NAMESPACE, QUEUE, Cluster
 from webhook import names
 
@@ -64,6 +65,7 @@ async def test_a_labeled_vcjob_is_wrapped_and_the_user_is_told_where_it_went(
     assert [p["replicas"] for p in component["podSets"]] == [1, 3]
     assert names.QUEUE_LABEL not in component["template"]["metadata"].get("labels", {})
     assert ("train",) not in [k[2:] for k in cluster.emulator.stored], "the original is not stored"
+    assert_valid_appwrapper(stored)
     assert cluster.emulator.contract_violations == []
 
 
@@ -153,6 +155,7 @@ async def test_a_user_submitted_appwrapper_is_completed_and_fits_the_crd_schema(
     assert stored["spec"]["suspend"] is True
     env = component["template"]["spec"]["tasks"][1]["template"]["spec"]["containers"][0]["env"]
     assert {"name": "WORLD_SIZE", "value": "32"} in env
+    assert_valid_appwrapper(stored)
     assert cluster.emulator.contract_violations == []
 
 

@@ -13,8 +13,8 @@ def check(count: int, *, path: FieldPath) -> list[Violation]:
         return [
             error(
                 path,
-                f"{count} pod sets (one per task) but an AppWrapper holds at most {limit}; merge "
-                f"tasks that share a template, or split the job",
+                f"{count} pod sets (one per pod template) but an AppWrapper holds at most {limit}; merge "
+                "groups that share a template, or split the workload",
             )
         ]
     return []

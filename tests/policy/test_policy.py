@@ -1,0 +1,264 @@
+"""Policies: loading with errors that name file and field, and which namespace gets which."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.builders import policy, policy_set
+from webhook import policyfiles
+from webhook.policy import PolicyError, build, parse
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _load_error(doc_or_text, source="team.yaml"):
+    text = doc_or_text if isinstance(doc_or_text, str) else yaml.safe_dump(doc_or_text)
+    with pytest.raises(PolicyError) as info:
+        build([(source, text)])
+    return str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("doc", "field"),
+    [
+        pytest.param(
+            policy().set(wrap="Sometimes").build(), "spec.wrap", id="an unknown wrap mode"
+        ),
+        pytest.param(
+            policy().set(enforcement="Warn").build(), "spec.enforcement", id="unknown enforcement"
+        ),
+        pytest.param(
+            policy().master_port(70000).build(), "spec.masterPort", id="a port over 65535"
+        ),
+        pytest.param(policy().set(colour="red").build(), "spec.colour", id="an unknown field"),
+        pytest.param(
+            policy().queues(default="x", allowed=["a", "b"]).build(),
+            "spec.queue",
+            id="a default queue outside the allowed list",
+        ),
+        pytest.param(
+            policy().ft_defaults(retryLimit="many").build(),
+            "spec.faultTolerance.defaults",
+            id="a default retry limit that is not a number",
+        ),
+        pytest.param(
+            policy().ft_defaults(warmupGracePeriodDuration="2d").build(),
+            "spec.faultTolerance.defaults",
+            id="a default duration that does not parse",
+        ),
+        pytest.param(
+            policy().ft_defaults(bogus="1").build(),
+            "spec.faultTolerance.defaults",
+            id="an unknown fault-tolerance key",
+        ),
+        pytest.param(
+            policy().ft_caps(terminalExitCodes="1").build(),
+            "spec.faultTolerance.caps",
+            id="a cap on exit codes",
+        ),
+        pytest.param(
+            policy().ft_defaults(retryLimit="9").ft_caps(retryLimit="5").build(),
+            "spec.faultTolerance",
+            id="a default above its cap",
+        ),
+        pytest.param(
+            policy().topology(default={"mode": "hard", "highestTierAllowed": 4}, maxTier=3).build(),
+            "spec.topology",
+            id="a topology default above maxTier",
+        ),
+        pytest.param(
+            policy().topology(default={"mode": "tight"}).build(),
+            "spec.topology.default.mode",
+            id="an unknown topology mode",
+        ),
+        pytest.param(
+            policy().topology(default={"highestTierAllowed": 1, "highestTierName": "leaf"}).build(),
+            "spec.topology.default",
+            id="both tier fields in a default",
+        ),
+        pytest.param(policy().names().build(), "spec.namespaces", id="no namespace selection"),
+        pytest.param(
+            policy().selector(matchExpressions=[{"key": "a", "operator": "In"}]).build(),
+            "spec.namespaces.selector.matchExpressions[0]",
+            id="an In requirement without values",
+        ),
+        pytest.param(
+            {**policy().build(), "apiVersion": "autowrap.io/v2"},
+            "apiVersion",
+            id="wrong apiVersion",
+        ),
+        pytest.param(
+            {**policy().build(), "metadata": {"name": ""}}, "metadata.name", id="an empty name"
+        ),
+    ],
+)
+def test_loading_errors_name_the_file_and_the_field(doc, field):
+    message = _load_error(doc)
+    assert message.startswith("team.yaml: ")
+    assert f" {field}" in message or f": {field}" in message, message
+
+
+def test_a_document_in_a_multi_document_file_is_named():
+    text = policy("a").yaml() + "---\n" + policy("b").set(wrap="Never").yaml()
+    assert _load_error(text).startswith("team.yaml (document 2): spec.wrap")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("a: [1,\n", id="invalid YAML"),
+        pytest.param("- just\n- a list\n", id="a document that is not a mapping"),
+    ],
+)
+def test_unreadable_policy_files_are_named(text):
+    assert _load_error(text, source="bad.yaml").startswith("bad.yaml: ")
+
+
+def test_duplicate_policy_names_across_files_are_an_error():
+    with pytest.raises(
+        PolicyError, match=r"b\.yaml: policy name 'same' is already used in a\.yaml"
+    ):
+        build([("a.yaml", policy("same").yaml()), ("b.yaml", policy("same").yaml())])
+
+
+def test_an_empty_policy_directory_is_an_error(tmp_path):
+    with pytest.raises(PolicyError, match="no \\*.yaml policy files"):
+        policyfiles.load(tmp_path)
+
+
+def test_a_missing_policy_path_is_an_error(tmp_path):
+    with pytest.raises(PolicyError, match="cannot read"):
+        policyfiles.load(tmp_path / "nope.yaml")
+
+
+def test_without_a_path_the_builtin_opt_in_policy_covers_everything():
+    match = policyfiles.load(None).match("anything", {})
+    assert match is not None and match.policy.name == "builtin"
+    assert match.policy.spec.wrap.value == "OptIn"
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "policies").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_policy_file_loads(path):
+    assert parse(path.read_text(), source=str(path))
+
+
+def test_the_shipped_policies_load_together():
+    names = {p.name for p in policyfiles.load(REPO / "policies").policies}
+    assert {"default", "team-a", "research-audit"} <= names
+
+
+SET = policy_set(
+    policy("all").names("*").exclude("kube-*"),
+    policy("teams").names("team-*"),
+    policy("team-a-glob").names("team-a-*"),
+    policy("team-a").names("team-a"),
+    policy("gpu").names().selector({"hardware": "gpu"}),
+    policy("gpu-research").names().selector({"hardware": "gpu", "tier": "research"}),
+)
+
+
+@pytest.mark.parametrize(
+    ("ns", "labels", "want"),
+    [
+        pytest.param("team-a", {}, "team-a", id="an exact name beats every glob"),
+        pytest.param("team-a-dev", {}, "team-a-glob", id="a longer glob beats a shorter one"),
+        pytest.param("team-b", {}, "teams", id="a glob beats the catch-all"),
+        pytest.param("ml", {}, "all", id="the catch-all takes the rest"),
+        pytest.param("ml", {"hardware": "gpu"}, "gpu", id="a label selector beats the catch-all"),
+        pytest.param("team-b", {"hardware": "gpu"}, "teams", id="a name glob beats a selector"),
+        pytest.param(
+            "lab",
+            {"hardware": "gpu", "tier": "research"},
+            "gpu-research",
+            id="the selector with more requirements wins",
+        ),
+        pytest.param("kube-system", {}, None, id="an excluded namespace matches nothing"),
+        pytest.param("kube-system", {"hardware": "gpu"}, "gpu", id="a selector still covers it"),
+    ],
+)
+def test_most_specific_policy_wins(ns, labels, want):
+    match = SET.match(ns, labels)
+    assert (match.policy.name if match else None) == want
+
+
+def test_more_selector_requirements_win():
+    only_selectors = policy_set(
+        policy("gpu").names().selector({"hardware": "gpu"}),
+        policy("gpu-research").names().selector({"hardware": "gpu", "tier": "research"}),
+    )
+    match = only_selectors.match("x", {"hardware": "gpu", "tier": "research"})
+    assert match is not None and match.policy.name == "gpu-research"
+    assert "label selector" in match.reason
+
+
+def test_the_namespace_name_label_is_always_known_to_selectors():
+    pols = policy_set(
+        policy("by-name-label")
+        .names()
+        .selector(
+            matchExpressions=[
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["ml"]}
+            ]
+        )
+    )
+    assert pols.match("ml", {}) is not None
+    assert pols.match("other", {}) is None
+
+
+@pytest.mark.parametrize(
+    ("operator", "values", "labels", "matched"),
+    [
+        pytest.param("In", ["a"], {"k": "a"}, True, id="In matches a listed value"),
+        pytest.param("In", ["a"], {}, False, id="In needs the key"),
+        pytest.param("NotIn", ["a"], {}, True, id="NotIn matches a missing key"),
+        pytest.param("NotIn", ["a"], {"k": "a"}, False, id="NotIn refuses a listed value"),
+        pytest.param("Exists", [], {"k": ""}, True, id="Exists matches an empty value"),
+        pytest.param("DoesNotExist", [], {"k": "x"}, False, id="DoesNotExist refuses the key"),
+    ],
+)
+def test_label_selector_operators(operator, values, labels, matched):
+    expr = {"key": "k", "operator": operator}
+    if values:
+        expr["values"] = values
+    pols = policy_set(policy("sel").names().selector(matchExpressions=[expr]))
+    assert (pols.match("ns", labels) is not None) is matched
+
+
+def test_names_and_selector_must_both_match():
+    pols = policy_set(policy("both").names("team-*").selector({"gpu": "yes"}))
+    assert pols.match("team-a", {"gpu": "yes"}) is not None
+    assert pols.match("team-a", {}) is None
+    assert pols.match("ml", {"gpu": "yes"}) is None
+
+
+def test_ties_go_to_the_alphabetically_first_name_and_the_reason_lists_the_others():
+    pols = policy_set(policy("zeta").names("ml"), policy("alpha").names("ml"))
+    match = pols.match("ml", {})
+    assert match is not None and match.policy.name == "alpha"
+    assert "'zeta'" in match.reason
+
+
+def test_the_reason_says_why_and_where_from():
+    match = SET.match("team-a", {})
+    assert match is not None
+    assert match.reason.startswith("policy 'team-a' (team-a.yaml) names 'team-a' explicitly")
+    assert "less specific" in match.reason and "'all'" in match.reason
+
+
+def test_shipped_policies_pick_team_a_for_team_a_and_research_by_label():
+    shipped = policyfiles.load(REPO / "policies")
+    assert shipped.match("team-a", {}).policy.name == "team-a"
+    assert shipped.match("team-a-dev", {}).policy.name == "team-a"
+    assert shipped.match("lab", {"autowrap.io/tier": "research"}).policy.name == "research-audit"
+    assert shipped.match("default", {}).policy.name == "default"
+    assert shipped.match("kube-system", {}) is None
+
+
+def test_policy_defaults_are_sensible():
+    spec = policy().parsed().spec
+    assert spec.master_port == 23456
+    assert "nvidia.com/gpu" in spec.accelerators and "huawei.com/Ascend*" in spec.accelerators
+    assert spec.enforcement.value == "Enforce"

@@ -1,0 +1,80 @@
+"""AppWrapper fault-tolerance annotations: they parse as the controller parses, within caps."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.builders import appwrapper, pod, policy, volcano_job
+from tests.engine.helpers import outcome_of, rendered_paths
+from webhook import names
+
+FT = names.FAULT_TOLERANCE_PREFIX
+CAPPED = policy().ft_caps(retryLimit="5", warmupGracePeriodDuration="1h")
+
+
+def _path(key):
+    return f"metadata.annotations[{FT}{key}]"
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "want"),
+    [
+        pytest.param("retryLimit", "3", [], id="a retry limit within the cap"),
+        pytest.param("retryLimit", "6", [(_path("retryLimit"), "error")], id="over the cap"),
+        pytest.param("retryLimit", "three", [(_path("retryLimit"), "error")], id="not a number"),
+        pytest.param("warmupGracePeriodDuration", "45m", [], id="a duration within the cap"),
+        pytest.param(
+            "warmupGracePeriodDuration",
+            "2h",
+            [(_path("warmupGracePeriodDuration"), "error")],
+            id="a duration over the cap",
+        ),
+        pytest.param(
+            "warmupGracePeriodDuration",
+            "1d",
+            [(_path("warmupGracePeriodDuration"), "error")],
+            id="a duration with a day unit does not parse",
+        ),
+        pytest.param(
+            "successTTLDuration", "5", [(_path("successTTLDuration"), "error")], id="no unit"
+        ),
+        pytest.param("successTTLDuration", "1h30m", [], id="a compound duration"),
+        pytest.param(
+            "admissionGracePeriodDuration",
+            "-1m",
+            [(_path("admissionGracePeriodDuration"), "error")],
+            id="a negative duration",
+        ),
+        pytest.param("terminalExitCodes", "42,43", [], id="exit codes"),
+        pytest.param(
+            "terminalExitCodes", "0,300", [(_path("terminalExitCodes"), "error")], id="bad codes"
+        ),
+        pytest.param(
+            "deletionGracePeriodDuration",
+            "1m",
+            [(_path("deletionGracePeriodDuration"), "error")],
+            id="an annotation the controller does not know",
+        ),
+    ],
+)
+def test_fault_tolerance_annotation(key, value, want):
+    job = volcano_job("j").annotate(FT + key, value)
+    assert rendered_paths(outcome_of(job, CAPPED)) == want
+
+
+def test_every_bad_annotation_is_reported_at_once():
+    p = pod("p").annotate(FT + "retryLimit", "9").annotate(FT + "failureGracePeriodDuration", "x")
+    assert sorted(rendered_paths(outcome_of(p, CAPPED))) == [
+        (_path("failureGracePeriodDuration"), "error"),
+        (_path("retryLimit"), "error"),
+    ]
+
+
+def test_a_submitted_appwrapper_is_checked_too():
+    aw = appwrapper("aw", ns="ml").fault_tolerance("retryLimit", "8").component(pod("p").build())
+    assert rendered_paths(outcome_of(aw, CAPPED)) == [(_path("retryLimit"), "error")]
+
+
+def test_the_message_names_the_cap():
+    outcome = outcome_of(volcano_job("j").annotate(FT + "retryLimit", "6"), CAPPED)
+    assert "cap of 5" in outcome.errors[0].detail
