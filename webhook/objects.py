@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 import marshal
 from collections.abc import Mapping
 from typing import Any
@@ -119,5 +120,8 @@ def int_or_none(value: object) -> int | None:
 
 def canonical_hash(value: object) -> str:
     """A stable content hash: same JSON content, same hash, whatever the key order."""
-    data = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    try:
+        data = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # an integer beyond 64 bits, which JSON allows and orjson does not
+        data = json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(data).hexdigest()

@@ -229,6 +229,9 @@ def reload_policies(state: State) -> bool:
         files = policyfiles.read(state.policy_path)
         digest = policyfiles.digest(files)
         if digest == state.policy_digest:
+            if state.policy_error:  # the files are back to the set in use: no longer stale
+                state.policy_error = ""
+                state.metrics.policies_stale.set(0)
             return False
         state.policies = PolicySet(policyfiles.build_from(files).policies)
     except PolicyError as exc:

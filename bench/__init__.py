@@ -1,0 +1,1 @@
+"""Load and compute benchmark for the autowrap admission webhook against a bare aiohttp floor."""

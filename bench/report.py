@@ -1,0 +1,120 @@
+"""The results: one table on stdout and one JSON file per run.
+
+Ratios are autowrap over the floor measured in the same run: throughput as a share of the
+floor's requests/s, latency as a multiple of the floor's p99. Absolute numbers depend on the
+machine and on the load generator sharing it; the ratios are what the targets are set on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+TARGET_LEVEL = 50
+TARGET_THROUGHPUT = 0.5
+TARGET_P99 = 2.0
+TARGET_RSS_MIB = 150.0
+SCHEMA = 1
+
+
+def ratios(floor: dict[str, Any], autowrap: dict[str, Any]) -> dict[str, float | None]:
+    def div(a: float | None, b: float | None) -> float | None:
+        return round(a / b, 3) if a is not None and b else None
+
+    return {
+        "throughput": div(autowrap["rps"], floor["rps"]),
+        "p50": div(autowrap["p50_ms"], floor["p50_ms"]),
+        "p99": div(autowrap["p99_ms"], floor["p99_ms"]),
+        "rss": div(autowrap["rss_peak_mib"], floor["rss_peak_mib"]),
+        "cpu_per_request": div(autowrap["cpu_ms_per_request"], floor["cpu_ms_per_request"]),
+    }
+
+
+def targets(rows: list[dict[str, Any]], mutate_payloads: Iterable[str]) -> dict[str, Any]:
+    """The issue's targets, judged on this run; timing targets only where c=50 was run."""
+    mutate = set(mutate_payloads)
+    out: dict[str, Any] = {}
+    for row in rows:
+        if row["payload"] in mutate and row["concurrency"] == TARGET_LEVEL:
+            r = row["ratios"]
+            met = (r["throughput"] or 0) >= TARGET_THROUGHPUT and (r["p99"] or 99) <= TARGET_P99
+            out[f"mutate-c{TARGET_LEVEL}:{row['payload']}"] = {
+                "met": met,
+                "throughput_ratio": r["throughput"],
+                "p99_ratio": r["p99"],
+                "wanted": f"throughput >= {TARGET_THROUGHPUT:.0%} of the floor, "
+                f"p99 <= {TARGET_P99:g}x the floor",
+            }
+    errors = sum(row[s]["errors"] for row in rows for s in ("floor", "autowrap"))
+    out["zero-errors"] = {"met": errors == 0, "errors": errors}
+    peak = max((row["autowrap"]["rss_peak_mib"] or 0.0 for row in rows), default=0.0)
+    out["rss"] = {"met": peak < TARGET_RSS_MIB, "autowrap_peak_mib": peak,
+                  "wanted": f"< {TARGET_RSS_MIB:g} MiB"}  # fmt: skip
+    return out
+
+
+def _num(value: float | None, width: int, digits: int = 1) -> str:
+    if value is None:
+        return "-".rjust(width)
+    return f"{value:.{digits}f}".rjust(width)
+
+
+def table(result: dict[str, Any]) -> str:
+    """The human view: one line per payload and concurrency, floor then autowrap."""
+    head = (
+        f"{'payload':<18} {'c':>3} {'n':>5} | {'floor rps':>9} {'p50':>6} {'p95':>6} {'p99':>6} "
+        f"{'max':>6} {'RSS':>5} | {'autowrap':>8} {'p50':>6} {'p95':>6} {'p99':>6} {'max':>7} "
+        f"{'RSS':>5} | {'thr %':>6} {'p99 x':>6} | {'cpu ms f/a':>11} | {'err f/a':>7}"
+    )
+    lines = [
+        f"autowrap bench ({result['mode']}), {result['started']}, "
+        f"{result['machine']['cpus']} CPUs, event loop {result['machine']['loop']}",
+        "n = autowrap requests in the level, latencies in ms, RSS = peak server VmRSS in MiB, thr % = autowrap rps / floor rps, "
+        "p99 x = autowrap p99 / floor p99, cpu ms = server CPU time per request",
+        "",
+        head,
+        "-" * len(head),
+    ]
+    previous = None
+    for row in result["load"]:
+        if previous is not None and row["payload"] != previous:
+            lines.append("")
+        previous = row["payload"]
+        f, a, r = row["floor"], row["autowrap"], row["ratios"]
+        thr = None if r["throughput"] is None else r["throughput"] * 100
+        lines.append(
+            f"{row['payload']:<18} {row['concurrency']:>3} {a['requests']:>5} | {_num(f['rps'], 9)} "
+            f"{_num(f['p50_ms'], 6)} {_num(f['p95_ms'], 6)} {_num(f['p99_ms'], 6)} "
+            f"{_num(f['max_ms'], 6)} {_num(f['rss_peak_mib'], 5, 0)} | {_num(a['rps'], 8)} "
+            f"{_num(a['p50_ms'], 6)} {_num(a['p95_ms'], 6)} {_num(a['p99_ms'], 6)} "
+            f"{_num(a['max_ms'], 7)} {_num(a['rss_peak_mib'], 5, 0)} | {_num(thr, 6, 0)} "
+            f"{_num(r['p99'], 6, 2)} | {_num(f['cpu_ms_per_request'], 5, 2)}/"
+            f"{_num(a['cpu_ms_per_request'], 5, 2)} | {f['errors']:>3}/{a['errors']:<3}"
+        )
+        for sample in f["error_samples"] + a["error_samples"]:
+            lines.append(f"    error: {sample}")
+    lines += ["", "compute only (no HTTP): calls/s and ms per call"]
+    lines.append(
+        f"{'payload':<18} {'bytes':>9} | {'admit/s':>9} {'ms':>8} | {'review/s':>9} {'ms':>8}"
+    )
+    for c in result["compute"]:
+        lines.append(
+            f"{c['payload']:<18} {c['bytes']:>9} | {_num(c['admit_per_s'], 9)} "
+            f"{_num(c['admit_ms'], 8, 3)} | {_num(c['review_per_s'], 9)} {_num(c['review_ms'], 8, 3)}"
+        )
+    lines += ["", "targets:"]
+    for name, t in result["targets"].items():
+        detail = ", ".join(f"{k}={v}" for k, v in t.items() if k != "met")
+        lines.append(f"  {'MET ' if t['met'] else 'MISSED'} {name}: {detail}")
+    return "\n".join(lines)
+
+
+def write(result: dict[str, Any], out_dir: Path) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stamp = result["started"].replace(":", "").replace("-", "")
+    path = out_dir / f"{stamp}.json"
+    path.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
+    return path
