@@ -132,7 +132,7 @@ async def _mutate(
         return _patched(request.uid, rec, obj, mutation.pod, "ranked")
     if request.kind.kind != "AppWrapper":
         return _allowed(request.uid, rec, "skipped")
-    outcome = await _admit(obj, request, deps, budget)
+    outcome = await _admit(obj, request, deps, budget, check=False)
     if outcome.action is not engine.Action.COMPLETE:
         return _allowed(request.uid, rec, "skipped")
     # Findings are /validate's to report; mutation only completes.
@@ -298,7 +298,12 @@ async def _missing_queue(queue: str | None, ns: str, deps: Deps, budget: _Budget
 
 
 async def _admit(
-    obj: dict[str, Any], request: review.AdmissionRequest, deps: Deps, budget: _Budget
+    obj: dict[str, Any],
+    request: review.AdmissionRequest,
+    deps: Deps,
+    budget: _Budget,
+    *,
+    check: bool = True,
 ) -> engine.Outcome:
     labels: Mapping[str, str] = {}
     if deps.cluster is not None and request.namespace and deps.needs_namespace_labels():
@@ -310,7 +315,7 @@ async def _admit(
         user=request.user_info.username,
         uid=request.uid,
     )
-    return engine.admit(obj, context)
+    return engine.admit(obj, context, check=check)
 
 
 def _identity(user: review.UserInfo) -> Identity:

@@ -85,7 +85,9 @@ class Outcome:
 # --- the entry point ---------------------------------------------------------------------------
 
 
-def admit(obj: object, context: Context) -> Outcome:
+def admit(obj: object, context: Context, *, check: bool = True) -> Outcome:
+    """The outcome for one submitted object; ``check=False`` skips the findings, for callers
+    that only want the result (the mutating webhook: validation reports them)."""
     if not isinstance(obj, Mapping):
         return Outcome(Action.PASS, None, reason="not an object")
     api_version, kind = obj.get("apiVersion"), obj.get("kind")
@@ -93,14 +95,14 @@ def admit(obj: object, context: Context) -> Outcome:
     if api_version == names.APPWRAPPER_API_VERSION and kind == "AppWrapper":
         if match is None:
             return Outcome(Action.PASS, dict(obj), reason=_uncovered(context.namespace))
-        return _complete_submitted(dict(obj), match)
+        return _complete_submitted(dict(obj), match, check=check)
     adapter = kinds.find(api_version, kind)
     if adapter is None:
         return Outcome(Action.PASS, dict(obj), match=match, reason=f"autowrap does not wrap {kind}")
     why_not = _not_a_candidate(obj, adapter, match, context)
     if why_not or match is None:
         return Outcome(Action.PASS, dict(obj), match=match, reason=why_not)
-    return _wrap(dict(obj), adapter, match, context)
+    return _wrap(dict(obj), adapter, match, context, check=check)
 
 
 def _uncovered(namespace: str) -> str:
@@ -212,7 +214,9 @@ def declared_podsets(groups: Sequence[PodGroup]) -> list[dict[str, Any]]:
 # --- wrapping a candidate ----------------------------------------------------------------------
 
 
-def _wrap(obj: Obj, adapter: KindAdapter, match: Match, context: Context) -> Outcome:
+def _wrap(
+    obj: Obj, adapter: KindAdapter, match: Match, context: Context, *, check: bool
+) -> Outcome:
     policy = match.policy.spec
     labels = objects.labels_of(obj)
     chosen_queue = labels.get(names.QUEUE_LABEL) or policy.queue.default
@@ -224,10 +228,12 @@ def _wrap(obj: Obj, adapter: KindAdapter, match: Match, context: Context) -> Out
         metadata["name"] = name
         metadata.pop("generateName", None)
 
-    findings = workload_findings(component, adapter, policy)
-    findings += queue.check(chosen_queue, policy.queue)
-    findings += fault_tolerance.check(objects.annotations_of(obj), policy.fault_tolerance)
-    findings += podsets.check(len(adapter.pod_groups(obj)), path=SPEC)
+    findings: list[Violation] = []
+    if check:
+        findings += workload_findings(component, adapter, policy)
+        findings += queue.check(chosen_queue, policy.queue)
+        findings += fault_tolerance.check(objects.annotations_of(obj), policy.fault_tolerance)
+        findings += podsets.check(len(adapter.pod_groups(obj)), path=SPEC)
 
     origin = {
         names.ORIGIN_KIND_ANNOTATION: _origin_kind(adapter),
@@ -309,10 +315,10 @@ def complete(appwrapper: Obj, policy: PolicySpec) -> Obj:
     return result
 
 
-def _complete_submitted(appwrapper: Obj, match: Match) -> Outcome:
+def _complete_submitted(appwrapper: Obj, match: Match, *, check: bool) -> Outcome:
     policy = match.policy.spec
     completed = complete(appwrapper, policy)
-    findings = check_appwrapper(completed, policy)
+    findings = check_appwrapper(completed, policy) if check else []
     return Outcome(Action.COMPLETE, completed, tuple(findings), match, f"completed: {match.reason}")
 
 

@@ -10,7 +10,6 @@ needs: the offset label and the name of the pod-index annotation.
 
 from __future__ import annotations
 
-import copy
 import fnmatch
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -205,4 +204,6 @@ def _merge_env(container: dict[str, Any], desired: Sequence[Mapping[str, Any]]) 
     if not isinstance(env, list):
         env = container["env"] = []
     present = {e.get("name") for e in env if isinstance(e, dict)}
-    env.extend(copy.deepcopy(dict(entry)) for entry in desired if entry["name"] not in present)
+    missing = [entry for entry in desired if entry["name"] not in present]
+    if missing:
+        env.extend(objects.deep_copy({"env": missing})["env"])

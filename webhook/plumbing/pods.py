@@ -61,7 +61,13 @@ def mutate(pod: Mapping[str, Any]) -> PodMutation:
     rank = str(int(raw_offset) + int(raw_index))
     if pod_annotations.get(names.NODE_RANK_ANNOTATION) == rank:
         return PodMutation(None)
-    result = objects.deep_copy(dict(pod))
-    annotations = objects.ensure_map(objects.ensure_map(result, "metadata"), "annotations")
+    # Copy only the maps on the way to the one annotation written: the rest of the pod is shared
+    # with the input (never mutated), which keeps this and the patch diff independent of the
+    # pod's size.
+    result = dict(pod)
+    metadata = dict(objects.as_map(pod.get("metadata")))
+    annotations = dict(objects.as_map(metadata.get("annotations")))
     annotations[names.NODE_RANK_ANNOTATION] = rank
+    metadata["annotations"] = annotations
+    result["metadata"] = metadata
     return PodMutation(result)
