@@ -174,7 +174,15 @@ async def _handshake(port: int, ctx: ssl.SSLContext) -> str:
     return version
 
 
-@pytest.mark.parametrize("maximum", [ssl.TLSVersion.TLSv1_1, ssl.TLSVersion.TLSv1])
+# The client deliberately asks for deprecated protocol versions.
+@pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1:DeprecationWarning")
+@pytest.mark.parametrize(
+    "maximum",
+    [
+        pytest.param(ssl.TLSVersion.TLSv1_1, id="a TLS 1.1 client"),
+        pytest.param(ssl.TLSVersion.TLSv1, id="a TLS 1.0 client"),
+    ],
+)
 async def test_a_client_limited_to_tls_below_1_2_cannot_handshake(
     cluster: Cluster, maximum: ssl.TLSVersion
 ) -> None:
