@@ -26,16 +26,26 @@ async def run(seconds: float, clients: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="autowrap-soak-") as scratch:
         tmp = Path(scratch)
         pki = write_pki(tmp / "pki", service_dns_names())
-        async with FakeKube() as kube:
+        async with FakeKube(keep_requests=1000) as kube:
             served = await start_serve(pki, kube, tmp)
+            pruning = asyncio.create_task(_forget_appwrappers(kube))
             try:
                 figures = await soak(served, seconds, clients=clients)
             finally:
+                pruning.cancel()
                 served.process.send_signal(signal.SIGTERM)
                 figures_exit = await asyncio.to_thread(served.process.wait, 60)
             figures["exit_code"] = figures_exit
-            figures["appwrappers_created"] = len(kube.appwrappers)
+            figures["appwrappers_created"] = kube.appwrappers_created
             return figures
+
+
+async def _forget_appwrappers(kube: FakeKube) -> None:
+    """Every wrap in the soak names a new job, so a stored AppWrapper is never read again;
+    dropping them keeps this process's memory flat however long the soak runs."""
+    while True:
+        await asyncio.sleep(5)
+        kube.appwrappers.clear()
 
 
 def main(argv: list[str] | None = None) -> int:

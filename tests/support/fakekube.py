@@ -11,6 +11,7 @@ including the nasty one where the write happened but the response never arrived.
 from __future__ import annotations
 
 import asyncio
+import collections
 import copy
 import itertools
 import json
@@ -249,7 +250,9 @@ class FakeKube:
         token: str = DEFAULT_TOKEN,
         user: UserInfo | None = None,
         require_namespaces: bool = False,
+        keep_requests: int | None = None,
     ) -> None:
+        """``keep_requests`` bounds the request log to the newest N (for long soaks)."""
         self.host = host
         self.port = port
         self.token = token
@@ -263,7 +266,8 @@ class FakeKube:
         self.webhook_configurations: dict[tuple[str, str], JsonDict] = {}
         self.access_rules: list[AccessRule] = []
         self.sars: list[JsonDict] = []
-        self.requests: list[RecordedRequest] = []
+        self.requests: collections.deque[RecordedRequest] = collections.deque(maxlen=keep_requests)
+        self.appwrappers_created = 0
         self.faults: list[Fault] = []
         self.on_appwrapper_create: AppWrapperCreateHook | None = None
         self._listener: _Listener | None = None
@@ -848,6 +852,7 @@ class FakeKube:
             return _json(obj, 201)
         meta["resourceVersion"] = system["resourceVersion"]
         self.appwrappers[key] = copy.deepcopy(obj)
+        self.appwrappers_created += 1
         return _json(obj, 201)
 
     def _validated_appwrapper(self, body: Any, ns: str) -> JsonDict:
