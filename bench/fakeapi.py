@@ -14,7 +14,6 @@ import argparse
 import asyncio
 import collections
 import contextlib
-import signal
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -23,6 +22,7 @@ import orjson
 from aiohttp import web
 
 from bench.payloads import NAMESPACE, QUEUE
+from bench.serving import serve_until_signalled
 from webhook import names
 
 TOKEN = "bench-token"
@@ -168,17 +168,7 @@ def write_kubeconfig(path: Path, port: int, token: str = TOKEN) -> Path:
 
 
 async def _run(host: str, port: int) -> None:
-    runner = web.AppRunner(build_app(), access_log=None, handle_signals=False)
-    await runner.setup()
-    await web.TCPSite(runner, host, port).start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        await stop.wait()
-    finally:
-        await runner.cleanup()
+    await serve_until_signalled(build_app(), host, port)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import signal
 import ssl
 from collections.abc import Coroutine
 from pathlib import Path
@@ -19,6 +18,8 @@ from typing import Any
 
 import orjson
 from aiohttp import web
+
+from bench.serving import serve_until_signalled
 
 MAX_BODY_BYTES = 7 * 1024 * 1024
 
@@ -69,17 +70,7 @@ def tls_context(cert_dir: Path) -> ssl.SSLContext:
 
 
 async def _run(host: str, port: int, cert_dir: Path) -> None:
-    runner = web.AppRunner(build_app(), access_log=None, handle_signals=False)
-    await runner.setup()
-    await web.TCPSite(runner, host, port, ssl_context=tls_context(cert_dir)).start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        await stop.wait()
-    finally:
-        await runner.cleanup()
+    await serve_until_signalled(build_app(), host, port, tls_context(cert_dir))
 
 
 def run(coro: Coroutine[Any, Any, None], loop: str) -> None:

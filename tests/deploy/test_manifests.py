@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support.apiserver import selector_matches
 from webhook import names
 
 REPO = Path(__file__).resolve().parents[2]
@@ -145,25 +146,6 @@ def volume_mounted_at(objs: Iterable[Obj], path: str) -> Obj:
 
 
 # --- admission matching, as the apiserver does it ------------------------------------------------
-
-
-def selector_matches(selector: Obj | None, labels: dict[str, str]) -> bool:
-    if not selector:
-        return True
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr["key"], expr["operator"], expr.get("values", [])
-        ok = {
-            "In": key in labels and labels[key] in values,
-            "NotIn": key not in labels or labels[key] not in values,
-            "Exists": key in labels,
-            "DoesNotExist": key not in labels,
-        }[op]
-        if not ok:
-            return False
-    return True
 
 
 def conditions_match(hook: Obj, obj: Obj) -> bool:
