@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from webhook import builder, kinds, names, objects
+from webhook import builder, kinds, names, objects, workload
 from webhook.fields import ANNOTATIONS, LABELS, SPEC, FieldPath, Severity, Violation, error
 from webhook.objects import Obj, as_list, as_map, int_or_none
 from webhook.plumbing import env as env_plumbing
@@ -24,7 +24,7 @@ from webhook.rules import env as env_rules
 from webhook.rules import fault_tolerance, partitions, podsets, queue, rendezvous
 from webhook.rules import names as name_rules
 from webhook.rules import topology as topology_rules
-from webhook.workload import HasKindRules, HasTopology, KindAdapter, PodGroup
+from webhook.workload import KindAdapter, PodGroup
 
 COMPONENTS = SPEC.child("components")
 
@@ -174,11 +174,11 @@ def workload_findings(obj: Obj, adapter: KindAdapter, policy: PolicySpec) -> lis
     found += rendezvous.check(prepared.groups, prepared.master)
     found += name_rules.check(obj, prepared.groups, adapter)
     found += annotation_rules.check(objects.annotations_of(obj), [g.name for g in prepared.groups])
-    if isinstance(adapter, HasTopology):
+    if workload.has_topology(adapter):
         found += topology_rules.check(
             adapter.topology_slots(obj), max_tier=policy.topology.max_tier
         )
-    if isinstance(adapter, HasKindRules):
+    if workload.has_kind_rules(adapter):
         found += adapter.check(obj)
     return found
 
@@ -198,7 +198,7 @@ def plumb(obj: Obj, adapter: KindAdapter, policy: PolicySpec) -> tuple[Obj, tupl
                 objects.put(result, path, applied)
             else:
                 result = applied
-    if isinstance(adapter, HasTopology):
+    if workload.has_topology(adapter):
         result = topology_plumbing.apply_defaults(
             result, adapter.topology_slots(result), policy.topology
         )
@@ -224,7 +224,7 @@ def _wrap(
     spec_hash = objects.canonical_hash({"component": component, "queue": chosen_queue})
     name = builder.appwrapper_name(obj, seed=context.uid or spec_hash)
     if not objects.name_of(component):
-        metadata = objects.ensure_map(component, "metadata")
+        metadata = objects.own_map(component, "metadata")
         metadata["name"] = name
         metadata.pop("generateName", None)
 
@@ -265,22 +265,23 @@ def _origin_kind(adapter: KindAdapter) -> str:
 
 def complete(appwrapper: Obj, policy: PolicySpec) -> Obj:
     """Queue and fault-tolerance defaults, suspend, plumbing and podSets; a fixed point."""
-    result = objects.deep_copy(appwrapper)
-    metadata = objects.ensure_map(result, "metadata")
+    result = dict(appwrapper)
+    metadata = objects.own_map(result, "metadata")
     if policy.queue.default:
-        aw_labels = objects.ensure_map(metadata, "labels")
+        aw_labels = objects.own_map(metadata, "labels")
         aw_labels.setdefault(names.QUEUE_LABEL, policy.queue.default)
     if policy.fault_tolerance.defaults:
-        aw_annotations = objects.ensure_map(metadata, "annotations")
+        aw_annotations = objects.own_map(metadata, "annotations")
         for key, value in policy.fault_tolerance.defaults.items():
             aw_annotations.setdefault(names.FAULT_TOLERANCE_PREFIX + key, value)
-    spec = result.get("spec")
-    if not isinstance(spec, dict):
+    if not isinstance(result.get("spec"), dict):
         return result
+    spec = objects.own_map(result, "spec")
     spec.setdefault("suspend", True)
-    components = spec.get("components")
-    if not isinstance(components, list):
+    if not isinstance(spec.get("components"), list):
         return result
+    components: list[Any] = list(spec["components"])
+    spec["components"] = components
     extras: list[Obj] = []
     for i, component in enumerate(components):
         if not isinstance(component, dict) or not isinstance(component.get("template"), dict):

@@ -61,42 +61,59 @@ def get(obj: object, path: FieldPath) -> Any:
     return node
 
 
-def put(obj: Obj, path: FieldPath, value: Any) -> bool:
-    """Set ``value`` at ``path`` in place, creating missing maps on the way (never lists).
+def own_map(parent: dict[str, Any], key: str) -> dict[str, Any]:
+    """A shallow copy of ``parent[key]`` put in its place, for the caller to write into.
+
+    The engine never writes into the object it was given: it copies the maps on the way to
+    what it changes and shares everything else, so the result costs little to build and the
+    patch diff recognises untouched parts by identity. ``parent`` must already be the caller's
+    own copy. A non-map value (``null``, a list) is replaced by an empty map.
+    """
+    current = parent.get(key)
+    fresh = dict(current) if isinstance(current, dict) else {}
+    parent[key] = fresh
+    return fresh
+
+
+def put(root: Obj, path: FieldPath, value: Any) -> bool:
+    """Set ``value`` at ``path`` in ``root`` (the caller's own copy), copying every map and list
+    on the way first, so nothing shared with the original object is written; missing maps are
+    created (never lists).
 
     Returns False, changing nothing, where the path runs through something that is not a map
     or a list (a user's ``spec: []``): such an object is invalid and is reported, not repaired.
     """
-    node: Any = obj
+    steps: list[tuple[Any, str | int, Any]] = []
+    node: Any = root
     *head, last = path.parts
     for part in head:
         if isinstance(part, int):
             if not isinstance(node, list) or not 0 <= part < len(node):
                 return False
-            node = node[part]
-            continue
-        if not isinstance(node, dict):
+            child = node[part]
+        else:
+            if not isinstance(node, dict):
+                return False
+            child = node.get(part)
+            if child is None:
+                child = {}
+        if isinstance(child, dict):
+            child = dict(child)
+        elif isinstance(child, list):
+            child = list(child)
+        else:
             return False
-        if node.get(part) is None:
-            node[part] = {}
-        node = node[part]
+        steps.append((node, part, child))
+        node = child
     if isinstance(last, int):
         if not isinstance(node, list) or not 0 <= last < len(node):
             return False
     elif not isinstance(node, dict):
         return False
+    for parent, part, child in steps:
+        parent[part] = child
     node[last] = value
     return True
-
-
-def ensure_map(parent: dict[str, Any], key: str) -> dict[str, Any]:
-    """``parent[key]`` as a map, replacing whatever non-map value stood there (admission input
-    can hold ``null`` or a list where a map belongs; the apiserver rejects such objects anyway,
-    and the engine must not fall over on them first)."""
-    current = parent.get(key)
-    if not isinstance(current, dict):
-        current = parent[key] = {}
-    return current
 
 
 def deep_copy(obj: Obj) -> Obj:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 from webhook.fields import FieldPath, Violation
 from webhook.objects import Obj
@@ -107,3 +107,23 @@ class HasKindRules(Protocol):
     """Kinds with checks of their own (what their controller or webhook would refuse later)."""
 
     def check(self, obj: Mapping[str, Any]) -> list[Violation]: ...
+
+
+_CAPABLE: dict[tuple[type, Any], bool] = {}
+
+
+def _capable(kind: type, capability: Any) -> bool:
+    """``isinstance`` on a runtime-checkable protocol inspects every member on each call;
+    adapters are few and fixed, so the answer is kept per adapter class."""
+    key = (kind, capability)
+    if key not in _CAPABLE:
+        _CAPABLE[key] = issubclass(kind, capability)
+    return _CAPABLE[key]
+
+
+def has_topology(adapter: object) -> TypeGuard[HasTopology]:
+    return _capable(type(adapter), HasTopology)
+
+
+def has_kind_rules(adapter: object) -> TypeGuard[HasKindRules]:
+    return _capable(type(adapter), HasKindRules)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import string
 
 import pytest
@@ -250,3 +251,26 @@ AW = "workload.codeflare.dev/v1beta2"
 )
 def test_admit_never_raises_on_malformed_objects(obj):
     engine.admit(obj, CTX).verdict()
+
+
+def _as_appwrapper(job):
+    return {
+        "apiVersion": "workload.codeflare.dev/v1beta2",
+        "kind": "AppWrapper",
+        "metadata": {"name": "aw", "labels": {"kueue.x-k8s.io/queue-name": "q"}},
+        "spec": {"components": [{"template": job}]},
+    }
+
+
+@SETTINGS
+@given(volcano_jobs(), st.booleans())
+def test_admit_never_changes_the_object_it_was_given(job, enclosed):
+    """The result shares unchanged parts with the input, so a write into a shared part would
+    corrupt the request's object (and hide the change from the patch diff)."""
+    submitted = _as_appwrapper(job) if enclosed else job
+    before = copy.deepcopy(submitted)
+
+    for check in (True, False):
+        engine.admit(submitted, CTX, check=check)
+
+    assert submitted == before

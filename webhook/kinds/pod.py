@@ -44,13 +44,13 @@ class PodKind:
         return _hostname(obj)
 
     def dns(self, obj: Obj, groups: Sequence[PodGroup], master: PodGroup, *, port: int) -> Dns:
-        patched = objects.deep_copy(obj)
-        spec = objects.ensure_map(patched, "spec")
+        patched = dict(obj)
+        spec = objects.own_map(patched, "spec")
         hostname = _hostname(obj)
         subdomain = spec.get("subdomain") or _service_name(hostname)
         spec.setdefault("hostname", hostname)
         spec.setdefault("subdomain", subdomain)
-        pod_labels = objects.ensure_map(objects.ensure_map(patched, "metadata"), "labels")
+        pod_labels = objects.own_map(objects.own_map(patched, "metadata"), "labels")
         pod_labels.setdefault(SERVICE_LABEL, subdomain)
         service = {
             "apiVersion": "v1",

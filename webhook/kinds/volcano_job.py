@@ -68,8 +68,8 @@ class VolcanoJobKind:
         return f"{objects.name_of(obj)}-{group.name}-{index}"
 
     def dns(self, obj: Obj, groups: Sequence[PodGroup], master: PodGroup, *, port: int) -> Dns:
-        patched = objects.deep_copy(obj)
-        plugins = objects.ensure_map(objects.ensure_map(patched, "spec"), "plugins")
+        patched = dict(obj)
+        plugins = objects.own_map(objects.own_map(patched, "spec"), "plugins")
         svc = plugins.get("svc")
         if not isinstance(svc, list):
             plugins["svc"] = [f"{PUBLISH_NOT_READY}=true"]

@@ -181,29 +181,34 @@ def apply(template: Mapping[str, Any], group_plan: GroupPlan) -> Obj:
 
     An entry the user already has is left exactly as it is (equal values are no conflict, and
     a different value is the reserved-env rule's to report), so applying twice changes nothing.
+    Only what changes is copied; a container that already has every entry is shared as is.
     """
-    result = objects.deep_copy(dict(template))
+    result = dict(template)
     for key, extra in (
         ("labels", group_plan.template_labels),
         ("annotations", group_plan.template_annotations),
     ):
         if extra:
-            objects.ensure_map(objects.ensure_map(result, "metadata"), key).update(extra)
-    spec = result.get("spec")
-    if not isinstance(spec, dict):
+            objects.own_map(objects.own_map(result, "metadata"), key).update(extra)
+    if not isinstance(result.get("spec"), dict):
         return result
+    spec = objects.own_map(result, "spec")
     for list_name in CONTAINER_LISTS:
-        for container in as_list(spec.get(list_name)):
-            if isinstance(container, dict):
-                _merge_env(container, group_plan.env)
+        containers = spec.get(list_name)
+        if isinstance(containers, list):
+            spec[list_name] = [
+                _with_env(c, group_plan.env) if isinstance(c, dict) else c for c in containers
+            ]
     return result
 
 
-def _merge_env(container: dict[str, Any], desired: Sequence[Mapping[str, Any]]) -> None:
+def _with_env(container: dict[str, Any], desired: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     env = container.get("env")
-    if not isinstance(env, list):
-        env = container["env"] = []
-    present = {e.get("name") for e in env if isinstance(e, dict)}
+    have = env if isinstance(env, list) else []
+    present = {e.get("name") for e in have if isinstance(e, dict)}
     missing = [entry for entry in desired if entry["name"] not in present]
-    if missing:
-        env.extend(objects.deep_copy({"env": missing})["env"])
+    if not missing and isinstance(env, list):
+        return container
+    # Fresh entries per container: the plan's are shared by every container of the group.
+    added: list[Any] = objects.deep_copy({"env": missing})["env"]
+    return {**container, "env": [*have, *added]}

@@ -21,6 +21,6 @@ def apply_defaults(obj: Obj, slots: Iterable[TopologySlot], policy: TopologyPoli
         default = defaults.get(slot.level)
         if slot.value is None and default is not None:
             if result is obj:
-                result = objects.deep_copy(obj)
+                result = dict(obj)
             objects.put(result, slot.path, default.as_spec())
     return result
