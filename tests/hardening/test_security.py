@@ -22,6 +22,7 @@ from tests.hardening.scenarios import (
     hostile_inputs,
     labelled_pod,
     labelled_vcjob,
+    post,
     review,
     send_all,
 )
@@ -206,3 +207,28 @@ async def test_plain_http_to_the_admission_port_is_not_answered_as_admission(
                                     data=body) as resp:  # fmt: skip
                 await resp.read()
     assert cluster.appwrappers() == {}
+
+
+async def test_request_kinds_cannot_grow_the_metrics_without_bound(cluster: Cluster) -> None:
+    async with aiohttp.ClientSession() as session:
+        for i in range(25):
+            unknown = {
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "request": {
+                    "uid": f"u-{i}",
+                    "kind": {"group": "example.com", "version": "v1", "kind": f"Kind{i}"},
+                    "operation": "CREATE",
+                    "namespace": "ml",
+                    "object": {"apiVersion": "example.com/v1", "kind": f"Kind{i}"},
+                },
+            }
+            answer = await post(
+                session, cluster.running.port, "/validate", orjson.dumps(unknown),
+                cluster.pki.client_context(),
+            )  # fmt: skip
+            assert answer.status == 200
+
+    exposition = cluster.state.metrics.exposition().decode()
+    assert "Kind3" not in exposition
+    assert 'kind="other"' in exposition
