@@ -57,6 +57,10 @@ class AlreadyExists(ApiFailure):
     pass
 
 
+class NoConfiguration(Exception):
+    """No usable client configuration: no in-cluster service account, no kubeconfig."""
+
+
 @dataclass(frozen=True)
 class Identity:
     """Who asked: the user of the admission request, as SubjectAccessReview wants it."""
@@ -103,13 +107,17 @@ class KubeClient:
         from kubernetes import client, config
 
         configuration = client.Configuration()
-        if kubeconfig:
-            config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)  # type: ignore[no-untyped-call]
-        else:
-            try:
-                config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-            except config.ConfigException:
-                config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        try:
+            if kubeconfig:
+                config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)  # type: ignore[no-untyped-call]
+            else:
+                try:
+                    config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+                except config.ConfigException:
+                    config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        except (config.ConfigException, OSError) as exc:
+            where = kubeconfig or "in-cluster config or the default kubeconfig"
+            raise NoConfiguration(f"{where}: {exc}") from None
         # One attempt per call: the admission budget, not urllib3, decides about retries.
         configuration.retries = 0
         return cls(client.ApiClient(configuration), **kwargs)

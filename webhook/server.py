@@ -25,7 +25,7 @@ import orjson
 from aiohttp import web
 
 from webhook import admission, certs, names, policyfiles, review
-from webhook.kube import KubeClient
+from webhook.kube import KubeClient, NoConfiguration
 from webhook.metrics import Metrics
 from webhook.policy import PolicyError, PolicySet
 
@@ -280,11 +280,9 @@ async def _every(seconds: float, action: Callable[[], object]) -> None:
 
 
 def _connect(kubeconfig: str | None) -> KubeClient | None:
-    from kubernetes.config import ConfigException
-
     try:
         return KubeClient.from_config(kubeconfig)
-    except (ConfigException, OSError) as exc:
+    except NoConfiguration as exc:
         if kubeconfig:
             raise
         log.warning(
@@ -352,6 +350,8 @@ async def start(options: Options) -> Running:
     state = State(policies=policies, policy_path=options.policy_path)
     if options.policy_path is not None:
         state.policy_digest = policyfiles.digest(policyfiles.read(options.policy_path))
+    if options.use_cluster:
+        state.cluster = _connect(options.kubeconfig)
     cert_dir = options.cert_dir
     if cert_dir is None:
         cert_dir = certs.development_pair(names.SERVICE_NAME, names.SERVICE_NAMESPACE)
@@ -361,8 +361,6 @@ async def start(options: Options) -> Running:
             extra={"fields": {"dir": str(cert_dir), "caBundle": certs.ca_bundle(ca_pem)}},
         )
     state.tls = certs.ReloadingContext(cert_dir)
-    if options.use_cluster:
-        state.cluster = _connect(options.kubeconfig)
     # The drain waits for in-flight requests itself; cleanup then only closes idle sockets.
     runner = web.AppRunner(
         build_app(state), handle_signals=False, access_log=None, shutdown_timeout=1.0
@@ -416,7 +414,11 @@ def main(args: Namespace) -> int:
     if args.self_managed_certs:
         from webhook import selfmanaged
 
-        selfmanaged.prepare(args)
+        try:
+            selfmanaged.prepare(args)
+        except Exception as exc:  # start-up: say what failed and stop, no traceback
+            print(f"error: self-managed certificates: {exc}", file=sys.stderr)
+            return 1
     options = Options(
         host=args.host,
         port=args.port,
@@ -444,7 +446,7 @@ def main(args: Namespace) -> int:
 
     try:
         _run_loop(run())
-    except PolicyError as exc:
+    except (PolicyError, NoConfiguration) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

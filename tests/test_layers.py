@@ -1,0 +1,86 @@
+"""The package's layering, checked by reading imports: the engine stays pure, and the
+plumbing and rules never depend on a workload kind, so adding a kind touches neither."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "webhook"
+
+ENGINE = [
+    "engine.py",
+    "builder.py",
+    "policy.py",
+    "workload.py",
+    "objects.py",
+    "fields.py",
+    "names.py",
+    "dnsnames.py",
+    "durations.py",
+    "patches.py",
+    "kinds",
+    "plumbing",
+    "rules",
+]
+# The shell's business: network, clocks, files, processes, the Kubernetes client.
+SHELL_ONLY = {"aiohttp", "kubernetes", "time", "asyncio", "socket", "ssl", "os", "subprocess",
+              "pathlib", "shutil", "tempfile", "logging", "urllib3", "prometheus_client"}  # fmt: skip
+# Calls that read or write files.
+FILE_CALLS = {"open", "read_text", "read_bytes", "write_text", "write_bytes"}
+
+
+def _modules(names: list[str]) -> list[Path]:
+    found: list[Path] = []
+    for name in names:
+        path = PACKAGE / name
+        found += sorted(path.rglob("*.py")) if path.is_dir() else [path]
+    return found
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out.add(node.module)
+            out |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return out
+
+
+def _calls(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            names.add(func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", ""))
+    return names
+
+
+@pytest.mark.parametrize("module", _modules(ENGINE), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_the_engine_does_no_io(module: Path) -> None:
+    imported = {name.split(".")[0] for name in _imports(module)}
+    assert not imported & SHELL_ONLY, f"{module.name} imports {sorted(imported & SHELL_ONLY)}"
+    assert not _calls(module) & FILE_CALLS, f"{module.name} reads or writes files"
+
+
+@pytest.mark.parametrize(
+    "module", _modules(["plumbing", "rules"]), ids=lambda p: str(p.relative_to(PACKAGE))
+)
+def test_plumbing_and_rules_never_import_a_kind(module: Path) -> None:
+    kinds = {name for name in _imports(module) if name.startswith("webhook.kinds")}
+    assert not kinds, f"{module.name} imports {sorted(kinds)}"
+
+
+def test_only_the_kube_module_imports_the_kubernetes_client() -> None:
+    users = {
+        path.name
+        for path in PACKAGE.rglob("*.py")
+        if any(name.split(".")[0] == "kubernetes" for name in _imports(path))
+    }
+    assert users == {"kube.py"}, users
