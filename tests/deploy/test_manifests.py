@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from tests.support.apiserver import selector_matches
-from webhook import names
+from webhook import cli, names
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -773,3 +773,17 @@ def test_build_context_holds_the_sources(path: str) -> None:
 )
 def test_build_context_leaves_out_everything_else(path: str) -> None:
     assert dockerignored(path)
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_the_container_command_is_one_the_cli_accepts(variant: str) -> None:
+    workload = container(render(variant))
+    argv = [*workload.get("command", []), *workload.get("args", [])]
+    if argv and argv[0] == "autowrap":
+        argv = argv[1:]
+
+    args = cli.parser().parse_args(argv)
+
+    assert args.command == "serve"
+    assert args.port == names.SERVING_PORT
+    assert args.metrics_port == names.METRICS_PORT
