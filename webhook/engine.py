@@ -220,7 +220,8 @@ def _wrap(
     policy = match.policy.spec
     labels = objects.labels_of(obj)
     chosen_queue = labels.get(names.QUEUE_LABEL) or policy.queue.default
-    component = builder.clean(obj, [g.template_path for g in adapter.pod_groups(obj)])
+    groups = adapter.pod_groups(obj)
+    component = builder.clean(obj, [g.template_path for g in groups])
     spec_hash = objects.canonical_hash({"component": component, "queue": chosen_queue})
     name = builder.appwrapper_name(obj, seed=context.uid or spec_hash)
     if not objects.name_of(component):
@@ -233,7 +234,7 @@ def _wrap(
         findings += workload_findings(component, adapter, policy)
         findings += queue.check(chosen_queue, policy.queue)
         findings += fault_tolerance.check(objects.annotations_of(obj), policy.fault_tolerance)
-        findings += podsets.check(len(adapter.pod_groups(obj)), path=SPEC)
+        findings += podsets.check(len(groups), path=SPEC)
 
     origin = {
         names.ORIGIN_KIND_ANNOTATION: _origin_kind(adapter),

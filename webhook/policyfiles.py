@@ -48,11 +48,7 @@ def read(path: Path) -> list[tuple[str, str]]:
 def load(path: Path | None) -> policy.PolicySet:
     if path is None:
         return policy.PolicySet((policy.BUILTIN,))
-    return build_from(read(path))
-
-
-def build_from(files: list[tuple[str, str]]) -> policy.PolicySet:
-    return policy.build(files)
+    return policy.build(read(path))
 
 
 def digest(files: list[tuple[str, str]]) -> str:

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from webhook import admission, certs, names, policyfiles, review
+from webhook import admission, certs, names, policy, policyfiles, review
 from webhook.kube import KubeClient, NoConfiguration
 from webhook.metrics import Metrics
 from webhook.policy import PolicyError, PolicySet
@@ -240,7 +240,7 @@ def reload_policies(state: State) -> bool:
                 state.policy_error = ""
                 state.metrics.policies_stale.set(0)
             return False
-        state.policies = PolicySet(policyfiles.build_from(files).policies)
+        state.policies = policy.build(files)
     except PolicyError as exc:
         if str(exc) != state.policy_error:
             log.error("policy reload failed; the last good set stays in use",
