@@ -176,15 +176,25 @@ def workload_findings(obj: Obj, adapter: KindAdapter, policy: PolicySpec) -> lis
     found += annotation_rules.check(objects.annotations_of(obj), [g.name for g in prepared.groups])
     if workload.has_topology(adapter):
         found += topology_rules.check(
-            adapter.topology_slots(obj), max_tier=policy.topology.max_tier
+            adapter.topology_slots(obj, prepared.groups), max_tier=policy.topology.max_tier
         )
     if workload.has_kind_rules(adapter):
         found += adapter.check(obj)
     return found
 
 
-def plumb(obj: Obj, adapter: KindAdapter, policy: PolicySpec) -> tuple[Obj, tuple[Obj, ...]]:
-    """The workload with env, DNS and topology applied, and the objects it needs beside it."""
+@dataclass(frozen=True)
+class Plumbed:
+    """A plumbed workload, the objects it needs beside it, and its pod groups (plumbing adds
+    env, DNS and topology; it never changes which groups there are or their replicas)."""
+
+    result: Obj
+    extra: tuple[Obj, ...]
+    groups: list[PodGroup]
+
+
+def plumb(obj: Obj, adapter: KindAdapter, policy: PolicySpec) -> Plumbed:
+    """The workload with env, DNS and topology applied."""
     prepared = _prepare(obj, adapter, policy)
     result = prepared.dns_patched
     if prepared.plan is not None:
@@ -200,9 +210,9 @@ def plumb(obj: Obj, adapter: KindAdapter, policy: PolicySpec) -> tuple[Obj, tupl
                 result = applied
     if workload.has_topology(adapter):
         result = topology_plumbing.apply_defaults(
-            result, adapter.topology_slots(result), policy.topology
+            result, adapter.topology_slots(result, prepared.groups), policy.topology
         )
-    return result, prepared.extra
+    return Plumbed(result, prepared.extra, prepared.groups)
 
 
 def declared_podsets(groups: Sequence[PodGroup]) -> list[dict[str, Any]]:
@@ -291,9 +301,9 @@ def complete(appwrapper: Obj, policy: PolicySpec) -> Obj:
         adapter = kinds.find(template.get("apiVersion"), template.get("kind"))
         if adapter is None:
             continue
-        plumbed, beside = plumb(template, adapter, policy)
-        completed_component = {**component, "template": plumbed}
-        wanted = declared_podsets(adapter.pod_groups(plumbed))
+        plumbed = plumb(template, adapter, policy)
+        completed_component = {**component, "template": plumbed.result}
+        wanted = declared_podsets(plumbed.groups)
         if wanted:
             have = as_list(component.get("podSets"))
             have_paths = {as_map(p).get("path") for p in have}
@@ -301,7 +311,7 @@ def complete(appwrapper: Obj, policy: PolicySpec) -> Obj:
             if missing:
                 completed_component["podSets"] = [*have, *missing]
         components[i] = completed_component
-        extras.extend(beside)
+        extras.extend(plumbed.extra)
     present = {
         (
             as_map(c).get("template", {}).get("kind"),

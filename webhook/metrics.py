@@ -6,6 +6,9 @@ need little change; labels are bounded sets (webhook, kind, operation, decision)
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 # Admission latency without the API calls is in milliseconds; with them, up to the timeout.
@@ -13,8 +16,9 @@ _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5
 
 
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self, in_flight: Callable[[], float] = lambda: 0) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self._answered: dict[tuple[str, str, str, str], tuple[Any, Any]] = {}
         labels = ("webhook", "kind", "operation", "decision")
         self.requests = Counter(
             "autowrap_admission_requests_total", "Admission requests answered.",
@@ -28,10 +32,12 @@ class Metrics:
             "autowrap_bad_requests_total", "Requests that were not a usable AdmissionReview.",
             ("webhook", "status"), registry=self.registry,
         )  # fmt: skip
+        # Read from the server's own count when scraped: nothing to update per request.
         self.in_flight = Gauge(
             "autowrap_admission_in_flight", "Admission requests being answered.",
             registry=self.registry,
         )  # fmt: skip
+        self.in_flight.set_function(in_flight)
         self.wraps = Counter(
             "autowrap_wraps_total", "Objects wrapped into AppWrappers.",
             ("kind", "dry_run", "repeated"), registry=self.registry,
@@ -52,6 +58,18 @@ class Metrics:
             "autowrap_certificate_reloads_total", "Serving certificate reloads by result.",
             ("result",), registry=self.registry,
         )  # fmt: skip
+
+    def answered(self, labels: tuple[str, str, str, str], seconds: float) -> None:
+        """Count one answered request and its latency (labels: webhook, kind, operation,
+        decision). The label children are looked up once per label set and kept: the lookup
+        validates and locks, and would otherwise run twice per request."""
+        children = self._answered.get(labels)
+        if children is None:
+            children = self._answered[labels] = (
+                self.requests.labels(*labels), self.latency.labels(*labels)
+            )  # fmt: skip
+        children[0].inc()
+        children[1].observe(seconds)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -22,11 +22,14 @@ Obj = dict[str, Any]
 
 
 def as_map(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    # Decoded JSON holds plain dicts; the exact-type test spares the ABC check on the hot path.
+    if type(value) is dict or isinstance(value, Mapping):
+        return value
+    return {}
 
 
 def as_list(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
+    return value if type(value) is list or isinstance(value, list) else []
 
 
 def as_str_map(value: object) -> dict[str, str]:

@@ -61,16 +61,24 @@ def _diff(src: Any, dst: Any, path: str, ops: list[Op]) -> None:
         ops.append({"op": "replace", "path": path, "value": dst})
 
 
+_ABSENT = object()
+
+
 def _diff_dicts(src: dict[Any, Any], dst: dict[Any, Any], path: str, ops: list[Op]) -> None:
+    # The engine shares every subtree it did not change with the submitted object, so most
+    # values are the very same object on both sides: skip those before building a path.
     for key, value in src.items():
-        where = f"{path}/{escape(key)}"
-        if key not in dst:
-            ops.append({"op": "remove", "path": where})
+        other = dst.get(key, _ABSENT)
+        if other is value:
+            continue
+        if other is _ABSENT:
+            ops.append({"op": "remove", "path": f"{path}/{escape(key)}"})
         else:
-            _diff(value, dst[key], where, ops)
-    for key, value in dst.items():
-        if key not in src:
-            ops.append({"op": "add", "path": f"{path}/{escape(key)}", "value": value})
+            _diff(value, other, f"{path}/{escape(key)}", ops)
+    if len(dst) > len(src) or any(key not in src for key in dst):
+        for key, value in dst.items():
+            if key not in src:
+                ops.append({"op": "add", "path": f"{path}/{escape(key)}", "value": value})
 
 
 def _diff_lists(src: list[Any], dst: list[Any], path: str, ops: list[Op]) -> None:

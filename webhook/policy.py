@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -247,12 +247,31 @@ class PolicyError(Exception):
     """A policy file that cannot be used; the message names the file and the field."""
 
 
+# Namespaces (with their label sets) remembered per policy set: a cluster has a bounded number,
+# and the memo starts over whenever it reaches this size.
+MATCH_MEMO_SIZE = 4096
+
+
 @dataclass(frozen=True)
 class PolicySet:
     policies: tuple[Policy, ...]
+    # The answer is a pure function of the (immutable) set and its arguments, and every
+    # admission request asks it: it is computed once per namespace and label set.
+    _memo: dict[tuple[str, frozenset[tuple[str, str]]], Match | None] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def match(self, namespace: str, namespace_labels: Mapping[str, str]) -> Match | None:
-        return match(self, namespace, namespace_labels)
+        key = (namespace, frozenset(namespace_labels.items()))
+        try:
+            return self._memo[key]
+        except KeyError:
+            pass
+        found = match(self, namespace, namespace_labels)
+        if len(self._memo) >= MATCH_MEMO_SIZE:
+            self._memo.clear()
+        self._memo[key] = found
+        return found
 
 
 @dataclass(frozen=True)

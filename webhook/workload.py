@@ -99,7 +99,11 @@ class KindAdapter(Protocol):
 class HasTopology(Protocol):
     """Kinds whose spec carries network-topology constraints (Volcano ≥ 1.12)."""
 
-    def topology_slots(self, obj: Mapping[str, Any]) -> list[TopologySlot]: ...
+    def topology_slots(
+        self, obj: Mapping[str, Any], groups: Sequence[PodGroup]
+    ) -> list[TopologySlot]:
+        """Every place of ``obj`` that can hold a topology spec; ``groups`` are its pod groups."""
+        ...
 
 
 @runtime_checkable

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import aiohttp
 import orjson
@@ -109,13 +109,15 @@ async def test_when_the_access_check_fails_nothing_is_created(
 
 
 @pytest.fixture
-def log_lines() -> Iterator[list[str]]:
-    lines: list[str] = []
+def log_lines(capsys: pytest.CaptureFixture[str]) -> Iterator[Callable[[], list[str]]]:
+    """Every line the server logs: the request lines it writes to stdout, and the rest, which
+    go through the ``autowrap`` logger."""
+    logged: list[str] = []
     formatter = server.JsonFormatter()
 
     class Collect(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            lines.append(formatter.format(record))
+            logged.append(formatter.format(record))
 
     handler = Collect()
     logger = logging.getLogger("autowrap")
@@ -123,14 +125,14 @@ def log_lines() -> Iterator[list[str]]:
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     try:
-        yield lines
+        yield lambda: capsys.readouterr().out.splitlines() + logged
     finally:
         logger.removeHandler(handler)
         logger.setLevel(previous)
 
 
 async def test_no_log_line_carries_object_bodies_or_env_values(
-    cluster: Cluster, log_lines: list[str]
+    cluster: Cluster, log_lines: Callable[[], list[str]]
 ) -> None:
     wrapped = labelled_vcjob("secret-job", env_value=SECRET, annotation=NOTE)
     rejected = labelled_vcjob("bad-job", env_value=SECRET, annotation=NOTE)
@@ -149,12 +151,13 @@ async def test_no_log_line_carries_object_bodies_or_env_values(
     hostile += [c for c in hostile_inputs(seed=7, count=40)]
     await send_all(cluster.running.port, cluster.pki.client_context(), hostile)
 
-    admissions = [orjson.loads(line) for line in log_lines if '"msg":"admission"' in line]
+    lines = log_lines()
+    admissions = [orjson.loads(line) for line in lines if '"msg":"admission"' in line]
     assert len(admissions) >= 5 + len(hostile)
     assert {"uid", "decision", "duration_ms"} <= set(admissions[0])
     assert any(a.get("decision") == "wrapped" and a.get("user") == "alice" for a in admissions)
     assert any(a.get("decision") == "rejected" for a in admissions)
-    for line in log_lines:
+    for line in lines:
         assert SECRET not in line
         assert NOTE not in line
         assert "SECRET" not in line and "torch:2.4" not in line

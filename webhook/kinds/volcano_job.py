@@ -81,10 +81,12 @@ class VolcanoJobKind:
         subdomain = pod_spec.get("subdomain") or job
         return Dns(master_addr=f"{host}.{subdomain}", patched=patched)
 
-    def topology_slots(self, obj: Mapping[str, Any]) -> list[TopologySlot]:
+    def topology_slots(
+        self, obj: Mapping[str, Any], groups: Sequence[PodGroup]
+    ) -> list[TopologySlot]:
         spec = as_map(obj.get("spec"))
         slots = [TopologySlot(SPEC.child("networkTopology"), spec.get("networkTopology"), "job")]
-        for group in self.pod_groups(obj):
+        for group in groups:
             if group.partition is not None:
                 path = group.partition.path.child("networkTopology")
                 slots.append(TopologySlot(path, objects.get(obj, path), "partition"))

@@ -1,0 +1,66 @@
+"""What operators see of each request: one JSON line on stdout and the Prometheus series."""
+
+from __future__ import annotations
+
+import aiohttp
+import orjson
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.server.harness import NAMESPACE, Cluster
+from tests.server.test_e2e import vcjob
+
+
+async def _scrape(cluster: Cluster) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{cluster.running.metrics_port}/metrics") as resp,
+    ):
+        text = await resp.text()
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def _labels(**labels: str) -> frozenset[tuple[str, str]]:
+    return frozenset(labels.items())
+
+
+async def test_a_wrap_is_counted_timed_and_logged_once_per_webhook_call(
+    cluster: Cluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    before = await _scrape(cluster)
+
+    await cluster.create(vcjob("counted"))
+    await cluster.create(vcjob("counted-too"))
+    after = await _scrape(cluster)
+    lines = [orjson.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+    wrapped = _labels(webhook="validate", kind="Job", operation="CREATE", decision="wrapped")
+    # The AppWrapper a wrap creates is complete already: autowrap's own AppWrapper webhooks
+    # find nothing to add and nothing wrong.
+    unchanged = _labels(webhook="mutate", kind="AppWrapper", operation="CREATE",
+                        decision="unchanged")  # fmt: skip
+    valid = _labels(webhook="validate", kind="AppWrapper", operation="CREATE", decision="valid")
+    for series in (wrapped, unchanged, valid):
+        count = after[("autowrap_admission_requests_total", series)]
+        assert count - before.get(("autowrap_admission_requests_total", series), 0) == 2
+        timed = after[("autowrap_admission_duration_seconds_count", series)]
+        assert timed - before.get(("autowrap_admission_duration_seconds_count", series), 0) == 2
+        assert after[("autowrap_admission_duration_seconds_sum", series)] > 0
+    assert after[("autowrap_admission_in_flight", frozenset())] == 0
+    assert after[("autowrap_wraps_total", _labels(kind="Job", dry_run="false",
+                                                  repeated="false"))] == 2  # fmt: skip
+
+    requests = [line for line in lines if line.get("msg") == "admission"]
+    calls = cluster.emulator.calls
+    assert len(requests) == len(calls) >= 6, "one line per call"
+    assert sorted(line["uid"] for line in requests) == sorted(c.request_uid for c in calls)
+    wraps = [line for line in requests if line.get("decision") == "wrapped"]
+    assert [(w["name"], w["namespace"], w["level"]) for w in wraps] == [
+        ("counted", NAMESPACE, "info"), ("counted-too", NAMESPACE, "info")
+    ]  # fmt: skip
+    assert all(isinstance(line["duration_ms"], float | int) for line in requests)
