@@ -27,7 +27,10 @@ def make_patch(src: Any, dst: Any) -> list[Op]:
 
 def escape(key: object) -> str:
     """One JSON Pointer reference token (RFC 6901)."""
-    return str(key).replace("~", "~0").replace("/", "~1")
+    token = key if type(key) is str else str(key)
+    if "~" in token or "/" in token:
+        return token.replace("~", "~0").replace("/", "~1")
+    return token
 
 
 def same(a: Any, b: Any) -> bool:
@@ -51,13 +54,13 @@ def same(a: Any, b: Any) -> bool:
 
 
 def _diff(src: Any, dst: Any, path: str, ops: list[Op]) -> None:
-    if same(src, dst):
-        return
+    # Two maps or two lists are walked without comparing them whole first: the walk skips
+    # shared members by identity, and a whole comparison would descend the same way again.
     if type(src) is dict and type(dst) is dict:
         _diff_dicts(src, dst, path, ops)
     elif type(src) is list and type(dst) is list:
         _diff_lists(src, dst, path, ops)
-    else:
+    elif not same(src, dst):
         ops.append({"op": "replace", "path": path, "value": dst})
 
 
@@ -67,15 +70,18 @@ _ABSENT = object()
 def _diff_dicts(src: dict[Any, Any], dst: dict[Any, Any], path: str, ops: list[Op]) -> None:
     # The engine shares every subtree it did not change with the submitted object, so most
     # values are the very same object on both sides: skip those before building a path.
+    removed = 0
     for key, value in src.items():
         other = dst.get(key, _ABSENT)
         if other is value:
             continue
         if other is _ABSENT:
             ops.append({"op": "remove", "path": f"{path}/{escape(key)}"})
+            removed += 1
         else:
             _diff(value, other, f"{path}/{escape(key)}", ops)
-    if len(dst) > len(src) or any(key not in src for key in dst):
+    # dst holds every key of src that was not removed; any more are additions.
+    if len(dst) > len(src) - removed:
         for key, value in dst.items():
             if key not in src:
                 ops.append({"op": "add", "path": f"{path}/{escape(key)}", "value": value})
@@ -84,10 +90,12 @@ def _diff_dicts(src: dict[Any, Any], dst: dict[Any, Any], path: str, ops: list[O
 def _diff_lists(src: list[Any], dst: list[Any], path: str, ops: list[Op]) -> None:
     shortest = min(len(src), len(dst))
     head = 0
-    while head < shortest and same(src[head], dst[head]):
+    while head < shortest and (src[head] is dst[head] or same(src[head], dst[head])):
         head += 1
     tail = 0
-    while tail < shortest - head and same(src[-1 - tail], dst[-1 - tail]):
+    while tail < shortest - head and (
+        src[-1 - tail] is dst[-1 - tail] or same(src[-1 - tail], dst[-1 - tail])
+    ):
         tail += 1
     src_mid = src[head : len(src) - tail]
     dst_mid = dst[head : len(dst) - tail]

@@ -11,7 +11,9 @@ needs: the offset label and the name of the pod-index annotation.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable, Mapping, Sequence
+import functools
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,16 +64,24 @@ class Plan:
 def accelerator_count(template: Mapping[str, Any], accelerators: Iterable[str]) -> int:
     """Accelerators the pod asks for: the first resource name that matches the policy's list,
     summed over the containers' limits (requests where a container sets no limit)."""
-    patterns = tuple(accelerators)
+    is_accelerator = _matcher(tuple(accelerators))
     total = 0
     for container in as_list(as_map(template.get("spec")).get("containers")):
         resources = as_map(as_map(container).get("resources"))
         amounts = as_map(resources.get("limits")) or as_map(resources.get("requests"))
         for resource, amount in amounts.items():
-            if any(fnmatch.fnmatchcase(str(resource), p) for p in patterns):
+            if is_accelerator(str(resource)):
                 total += _whole(amount)
                 break
     return total
+
+
+@functools.lru_cache(maxsize=64)
+def _matcher(patterns: tuple[str, ...]) -> Callable[[str], object]:
+    """One compiled test for a policy's accelerator patterns (shell-style, case-sensitive)."""
+    if not patterns:
+        return lambda resource: False
+    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns)).match
 
 
 def _whole(amount: object) -> int:
@@ -210,5 +220,13 @@ def _with_env(container: dict[str, Any], desired: Sequence[Mapping[str, Any]]) -
     if not missing and isinstance(env, list):
         return container
     # Fresh entries per container: the plan's are shared by every container of the group.
-    added: list[Any] = objects.deep_copy({"env": missing})["env"]
-    return {**container, "env": [*have, *added]}
+    return {**container, "env": [*have, *(_fresh(entry) for entry in missing)]}
+
+
+def _fresh(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a plan entry: strings in nested plain dicts, as ``_group_plan`` builds them."""
+    copied = dict(entry)
+    for key, value in copied.items():
+        if type(value) is dict:
+            copied[key] = _fresh(value)
+    return copied
