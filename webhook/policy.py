@@ -9,6 +9,7 @@ the server's log line tell the same story.
 from __future__ import annotations
 
 import fnmatch
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -260,6 +261,11 @@ class PolicySet:
     _memo: dict[tuple[str, frozenset[tuple[str, str]]], Match | None] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+
+    @functools.cached_property
+    def selects_by_labels(self) -> bool:
+        """Whether any policy selects namespaces by label (so matching needs their labels)."""
+        return any(p.spec.namespaces.selector is not None for p in self.policies)
 
     def match(self, namespace: str, namespace_labels: Mapping[str, str]) -> Match | None:
         key = (namespace, frozenset(namespace_labels.items()))

@@ -75,7 +75,7 @@ class State:
         self.metrics = Metrics(in_flight=lambda: self.in_flight)
 
     def uses_namespace_labels(self) -> bool:
-        return any(p.spec.namespaces.selector is not None for p in self.policies.policies)
+        return self.policies.selects_by_labels
 
     def deps(self) -> admission.Deps:
         return admission.Deps(
@@ -89,9 +89,11 @@ STATE = web.AppKey("state", State)
 
 
 def _timeout(request: web.Request) -> float | None:
-    raw = request.query.get("timeout", "")
-    if raw.endswith("s") and raw[:-1].isdigit():
-        return float(raw[:-1])
+    """The apiserver's ``?timeout=10s``: whole seconds, the only form it sends."""
+    for part in request.query_string.split("&"):
+        name, _, value = part.partition("=")
+        if name == "timeout" and value.endswith("s") and value[:-1].isdigit():
+            return float(value[:-1])
     return None
 
 
