@@ -174,15 +174,18 @@ def _observe(state: State, record: admission.Record, elapsed: float) -> None:
                        str(record.decision == "rewrapped").lower()).inc()  # fmt: skip
     for call in record.api_errors:
         m.api_errors.labels(call.split(":")[0]).inc()
-    fields = record.as_log()
-    fields["duration_ms"] = round(elapsed * 1000, 2)
-    request_line(fields)
+    if log.isEnabledFor(logging.INFO):
+        fields = record.as_log()
+        fields["duration_ms"] = round(elapsed * 1000, 2)
+        request_line(fields)
 
 
 def request_line(fields: dict[str, Any]) -> None:
     """The log line of one admission request, in the shape ``JsonFormatter`` gives every other
     line, written straight to stdout: a ``logging`` record (caller lookup, handler chain,
-    formatter) costs several times the line itself, and this is the one line per request."""
+    formatter) costs several times the line itself, and this is the one line per request. Like
+    every other line, it is written only when the ``autowrap`` logger is at INFO (``serve``
+    sets it so; an embedding process decides for itself)."""
     line = orjson.dumps(
         {"ts": round(time.time(), 3), "level": "info", "msg": "admission", **fields},
         option=orjson.OPT_APPEND_NEWLINE,

@@ -549,9 +549,19 @@ class LoadTally:
     requests: int = 0
     failures: list[str] = field(default_factory=list)
     handshakes: int = 0
+    # Wraps answered with the redirect ("... was wrapped into AppWrapper ..."): each one
+    # stands for an AppWrapper created. A wrap may also be refused, with a reason, when the
+    # fake API answers too slowly for the budget on a loaded machine.
+    wrapped: int = 0
 
     def ok(self) -> bool:
         return not self.failures
+
+
+def _redirected(answer: Answer) -> bool:
+    response = answer.body.get("response") if isinstance(answer.body, dict) else None
+    status = response.get("status") if isinstance(response, dict) else None
+    return isinstance(status, dict) and "was wrapped into AppWrapper" in str(status.get("message"))
 
 
 def request_mix(index: int) -> tuple[str, bytes, str | None]:
@@ -609,6 +619,8 @@ async def load(
                     problem = f"load-{index}: HTTP {answer.status}"
                 if problem is not None:
                     tally.failures.append(problem)
+                elif _redirected(answer):
+                    tally.wrapped += 1
         finally:
             if session is not None:
                 await session.close()
@@ -720,6 +732,8 @@ async def soak(served: Served, seconds: float, *, clients: int = 4, sample_every
     return {
         "seconds": round(time.monotonic() - started, 1),
         "requests": tally.requests,
+        "wraps": (tally.requests + 1) // 4,  # every fourth request of the mix is a wrap
+        "wrapped": tally.wrapped,
         "errors": len(tally.failures),
         "error_samples": tally.failures[:5],
         "rss_kib_after_warm_up": rss[0],

@@ -27,4 +27,5 @@ async def test_twenty_seconds_of_sustained_load_fail_no_request_and_memory_stays
     assert figures["errors"] == 0, figures["error_samples"]
     assert figures["requests"] > 100
     assert figures["rss_growth_kib"] < RSS_GROWTH_BOUND_KIB, figures
-    assert len(fake_kube.appwrappers) == (figures["requests"] + 1) // 4, "every wrap created one"
+    assert figures["wrapped"] <= len(fake_kube.appwrappers) <= figures["wraps"], figures
+    assert figures["wrapped"] > 0.9 * figures["wraps"], figures

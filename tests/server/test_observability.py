@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import aiohttp
 import orjson
 import pytest
@@ -29,8 +31,9 @@ def _labels(**labels: str) -> frozenset[tuple[str, str]]:
 
 
 async def test_a_wrap_is_counted_timed_and_logged_once_per_webhook_call(
-    cluster: Cluster, capsys: pytest.CaptureFixture[str]
+    cluster: Cluster, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="autowrap")  # as `autowrap serve` configures it
     capsys.readouterr()
     before = await _scrape(cluster)
 
@@ -64,3 +67,15 @@ async def test_a_wrap_is_counted_timed_and_logged_once_per_webhook_call(
         ("counted", NAMESPACE, "info"), ("counted-too", NAMESPACE, "info")
     ]  # fmt: skip
     assert all(isinstance(line["duration_ms"], float | int) for line in requests)
+
+
+async def test_no_request_line_below_info(
+    cluster: Cluster, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="autowrap")
+    capsys.readouterr()
+
+    await cluster.create(vcjob("quiet"))
+
+    assert cluster.emulator.calls
+    assert capsys.readouterr().out == ""
