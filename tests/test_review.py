@@ -55,13 +55,17 @@ def test_the_decoded_envelope_equals_pydantic_reading_the_json_itself(raw: bytes
     assert review.parse(raw) == review.AdmissionReview.model_validate_json(raw)
 
 
-def test_an_integer_beyond_64_bits_is_still_a_review() -> None:
-    raw = body().replace(b'"minAvailable":2', b'"minAvailable":123456789012345678901234567890')
+@pytest.mark.parametrize(
+    "number", [123456789012345678901234567890, -(2**63) - 1, 2**64, 2**63 - 1, 10**18]
+)
+def test_integers_of_any_size_are_read_exactly(number: int) -> None:
+    raw = body().replace(b'"minAvailable":2', b'"minAvailable":' + str(number).encode())
 
     parsed = review.parse(raw)
 
     assert parsed.request.object is not None
-    assert isinstance(parsed.request.object["spec"]["minAvailable"], int | float)
+    read = parsed.request.object["spec"]["minAvailable"]
+    assert type(read) is int and read == number
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ well-formed response with ``allowed: false`` inside an HTTP 200.
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -72,20 +73,25 @@ class AdmissionReview(_Model):
 
 
 _UNDECODED = object()
+# 19 digits in a row may be an integer beyond 64 bits (2**63 has 19); shorter ones never are.
+_LONG_NUMBER = re.compile(rb"[0-9]{19}")
 
 
 def parse(body: bytes) -> AdmissionReview:
     """The review in a request body; raises BadReview saying what is wrong with it."""
     if not body:
         raise BadReview("empty body: expected an admission.k8s.io/v1 AdmissionReview")
-    try:
-        decoded = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        decoded = _UNDECODED
+    decoded: Any = _UNDECODED
+    if not _LONG_NUMBER.search(body):
+        try:
+            decoded = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            pass
     try:
         if decoded is _UNDECODED:
-            # orjson refuses some valid JSON (integers beyond 64 bits); pydantic's own parser
-            # accepts those, and words the error when the body is not JSON at all.
+            # pydantic's own reader keeps integers beyond 64 bits exact (orjson would turn them
+            # into floats, so a body with a long run of digits goes this way), and it words
+            # the error when the body is not JSON at all.
             return AdmissionReview.model_validate_json(body)
         # Decoding with orjson and validating the decoded envelope costs about half of
         # validating straight from JSON.
