@@ -8,6 +8,7 @@ well-formed response with ``allowed: false`` inside an HTTP 200.
 from __future__ import annotations
 
 import base64
+import contextlib
 import re
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -83,10 +84,8 @@ def parse(body: bytes) -> AdmissionReview:
         raise BadReview("empty body: expected an admission.k8s.io/v1 AdmissionReview")
     decoded: Any = _UNDECODED
     if not _LONG_NUMBER.search(body):
-        try:
+        with contextlib.suppress(orjson.JSONDecodeError):
             decoded = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            pass
     try:
         if decoded is _UNDECODED:
             # pydantic's own reader keeps integers beyond 64 bits exact (orjson would turn them
