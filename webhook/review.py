@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import re
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -75,7 +74,14 @@ class AdmissionReview(_Model):
 
 _UNDECODED = object()
 # 19 digits in a row may be an integer beyond 64 bits (2**63 has 19); shorter ones never are.
-_LONG_NUMBER = re.compile(rb"[0-9]{19}")
+# Found by mapping every digit to "0" and everything else to " ", then one substring search:
+# several times faster than a regular expression over the body.
+_DIGITS_ONLY = bytes(b"0"[0] if chr(i).isdigit() and i < 128 else b" "[0] for i in range(256))
+_LONG_RUN = b"0" * 19
+
+
+def _has_long_number(body: bytes) -> bool:
+    return _LONG_RUN in body.translate(_DIGITS_ONLY)
 
 
 def parse(body: bytes) -> AdmissionReview:
@@ -83,7 +89,7 @@ def parse(body: bytes) -> AdmissionReview:
     if not body:
         raise BadReview("empty body: expected an admission.k8s.io/v1 AdmissionReview")
     decoded: Any = _UNDECODED
-    if not _LONG_NUMBER.search(body):
+    if not _has_long_number(body):
         with contextlib.suppress(orjson.JSONDecodeError):
             decoded = orjson.loads(body)
     try:
