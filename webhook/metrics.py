@@ -16,7 +16,7 @@ _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5
 
 
 class Metrics:
-    def __init__(self, in_flight: Callable[[], float] = lambda: 0) -> None:
+    def __init__(self, in_flight: Callable[[], float]) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._answered: dict[tuple[str, str, str, str], tuple[Any, Any]] = {}
         labels = ("webhook", "kind", "operation", "decision")

@@ -32,16 +32,17 @@ from webhook.policy import PolicyError, PolicySet
 log = logging.getLogger("autowrap")
 
 
+def _line(ts: float, level: str, msg: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """The shape of every log line: when, how severe, what, then the structured fields."""
+    return {"ts": round(ts, 3), "level": level, "msg": msg, **fields}
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line; structured fields come in ``extra={"fields": {...}}``."""
 
     def format(self, record: logging.LogRecord) -> str:
-        line: dict[str, Any] = {
-            "ts": round(record.created, 3),
-            "level": record.levelname.lower(),
-            "msg": record.getMessage(),
-        }
-        line.update(getattr(record, "fields", {}))
+        line = _line(record.created, record.levelname.lower(), record.getMessage(),
+                     getattr(record, "fields", {}))  # fmt: skip
         if record.exc_info:
             line["error"] = self.formatException(record.exc_info).splitlines()[-1]
         return orjson.dumps(line).decode()
@@ -181,15 +182,12 @@ def _observe(state: State, record: admission.Record, elapsed: float) -> None:
 
 
 def request_line(fields: dict[str, Any]) -> None:
-    """The log line of one admission request, in the shape ``JsonFormatter`` gives every other
-    line, written straight to stdout: a ``logging`` record (caller lookup, handler chain,
+    """The log line of one admission request, in the shape of every other line, written straight to stdout: a ``logging`` record (caller lookup, handler chain,
     formatter) costs several times the line itself, and this is the one line per request. Like
     every other line, it is written only when the ``autowrap`` logger is at INFO (``serve``
     sets it so; an embedding process decides for itself)."""
-    line = orjson.dumps(
-        {"ts": round(time.time(), 3), "level": "info", "msg": "admission", **fields},
-        option=orjson.OPT_APPEND_NEWLINE,
-    )
+    line = orjson.dumps(_line(time.time(), "info", "admission", fields),
+                        option=orjson.OPT_APPEND_NEWLINE)  # fmt: skip
     out = sys.stdout
     binary = getattr(out, "buffer", None)
     if binary is not None:
