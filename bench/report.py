@@ -33,8 +33,22 @@ def ratios(floor: dict[str, Any], autowrap: dict[str, Any]) -> dict[str, float |
     }
 
 
+def median_round(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """The floor/autowrap pair of the round with the median throughput ratio (the lower middle
+    for an even count): a pair measured back to back, never a mix of two rounds."""
+    ranked = sorted(rounds, key=lambda r: r["ratios"]["throughput"] or 0.0)
+    chosen = ranked[(len(ranked) - 1) // 2]
+    return {"floor": chosen["floor"], "autowrap": chosen["autowrap"], "ratios": chosen["ratios"]}
+
+
+def _all_rounds(row: dict[str, Any]) -> list[dict[str, Any]]:
+    rounds: list[dict[str, Any]] = row.get("rounds") or [row]
+    return rounds
+
+
 def targets(rows: list[dict[str, Any]], mutate_payloads: Iterable[str]) -> dict[str, Any]:
-    """The issue's targets, judged on this run; timing targets only where c=50 was run."""
+    """The issue's targets, judged on this run; timing targets only where c=50 was run, on the
+    median round; errors and peak RSS over every round."""
     mutate = set(mutate_payloads)
     out: dict[str, Any] = {}
     for row in rows:
@@ -48,9 +62,17 @@ def targets(rows: list[dict[str, Any]], mutate_payloads: Iterable[str]) -> dict[
                 "wanted": f"throughput >= {TARGET_THROUGHPUT:.0%} of the floor, "
                 f"p99 <= {TARGET_P99:g}x the floor",
             }
-    errors = sum(row[s]["errors"] for row in rows for s in ("floor", "autowrap"))
+    errors = sum(
+        pair[s]["errors"]
+        for row in rows
+        for pair in _all_rounds(row)
+        for s in ("floor", "autowrap")
+    )
     out["zero-errors"] = {"met": errors == 0, "errors": errors}
-    peak = max((row["autowrap"]["rss_peak_mib"] or 0.0 for row in rows), default=0.0)
+    peak = max(
+        (pair["autowrap"]["rss_peak_mib"] or 0.0 for row in rows for pair in _all_rounds(row)),
+        default=0.0,
+    )
     out["rss"] = {"met": peak < TARGET_RSS_MIB, "autowrap_peak_mib": peak,
                   "wanted": f"< {TARGET_RSS_MIB:g} MiB"}  # fmt: skip
     return out
@@ -67,13 +89,15 @@ def table(result: dict[str, Any]) -> str:
     head = (
         f"{'payload':<18} {'c':>3} {'n':>5} | {'floor rps':>9} {'p50':>6} {'p95':>6} {'p99':>6} "
         f"{'max':>6} {'RSS':>5} | {'autowrap':>8} {'p50':>6} {'p95':>6} {'p99':>6} {'max':>7} "
-        f"{'RSS':>5} | {'thr %':>6} {'p99 x':>6} | {'cpu ms f/a':>11} | {'err f/a':>7}"
+        f"{'RSS':>5} | {'thr %':>6} {'range':>7} {'p99 x':>6} | {'cpu ms f/a':>11} | {'err f/a':>7}"
     )
     lines = [
         f"autowrap bench ({result['mode']}), {result['started']}, "
         f"{result['machine']['cpus']} CPUs, event loop {result['machine']['loop']}",
         "n = autowrap requests in the level, latencies in ms, RSS = peak server VmRSS in MiB, thr % = autowrap rps / floor rps, "
-        "p99 x = autowrap p99 / floor p99, cpu ms = server CPU time per request",
+        "p99 x = autowrap p99 / floor p99, cpu ms = server CPU time per request, "
+        f"{result['settings'].get('rounds', 1)} round(s) per cell: the median by thr % is shown, "
+        "range = lowest-highest thr % over the rounds, err over every round",
         "",
         head,
         "-" * len(head),
@@ -85,17 +109,22 @@ def table(result: dict[str, Any]) -> str:
         previous = row["payload"]
         f, a, r = row["floor"], row["autowrap"], row["ratios"]
         thr = None if r["throughput"] is None else r["throughput"] * 100
+        spread = [p["ratios"]["throughput"] or 0.0 for p in _all_rounds(row)]
+        low, high = round(min(spread) * 100), round(max(spread) * 100)
+        errs = [sum(p[s]["errors"] for p in _all_rounds(row)) for s in ("floor", "autowrap")]
         lines.append(
             f"{row['payload']:<18} {row['concurrency']:>3} {a['requests']:>5} | {_num(f['rps'], 9)} "
             f"{_num(f['p50_ms'], 6)} {_num(f['p95_ms'], 6)} {_num(f['p99_ms'], 6)} "
             f"{_num(f['max_ms'], 6)} {_num(f['rss_peak_mib'], 5, 0)} | {_num(a['rps'], 8)} "
             f"{_num(a['p50_ms'], 6)} {_num(a['p95_ms'], 6)} {_num(a['p99_ms'], 6)} "
             f"{_num(a['max_ms'], 7)} {_num(a['rss_peak_mib'], 5, 0)} | {_num(thr, 6, 0)} "
-            f"{_num(r['p99'], 6, 2)} | {_num(f['cpu_ms_per_request'], 5, 2)}/"
-            f"{_num(a['cpu_ms_per_request'], 5, 2)} | {f['errors']:>3}/{a['errors']:<3}"
+            f"{f'{low}-{high}':>7} {_num(r['p99'], 6, 2)} | "
+            f"{_num(f['cpu_ms_per_request'], 5, 2)}/{_num(a['cpu_ms_per_request'], 5, 2)} | "
+            f"{errs[0]:>3}/{errs[1]:<3}"
         )
-        for sample in f["error_samples"] + a["error_samples"]:
-            lines.append(f"    error: {sample}")
+        for pair in _all_rounds(row):
+            for sample in pair["floor"]["error_samples"] + pair["autowrap"]["error_samples"]:
+                lines.append(f"    error: {sample}")
     lines += ["", "compute only (no HTTP): calls/s and ms per call"]
     lines.append(
         f"{'payload':<18} {'bytes':>9} | {'admit/s':>9} {'ms':>8} | {'review/s':>9} {'ms':>8}"

@@ -43,6 +43,9 @@ def test_smoke_bench_answers_every_request_correctly(tmp_path: Path) -> None:
     }
     for row in result["load"]:
         assert set(row["ratios"]) >= {"throughput", "p50", "p99", "rss", "cpu_per_request"}
+        # The reported pair is one measured round, whole.
+        assert len(row["rounds"]) == result["settings"]["rounds"]
+        assert {k: row[k] for k in ("floor", "autowrap", "ratios")} in row["rounds"]
         for server in SERVERS:
             level = row[server]
             assert set(level) == LEVEL_KEYS

@@ -17,25 +17,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from webhook import names, objects
 from webhook.objects import Obj, as_list, as_map
 from webhook.workload import PodGroup
 
-RENDEZVOUS_NAMES = (
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "NNODES",
-    "NPROC_PER_NODE",
-    "WORLD_SIZE",
-    "RANK",
-    "NODE_RANK",
-    "LOCAL_WORLD_SIZE",
-    "PET_NNODES",
-    "PET_NPROC_PER_NODE",
-    "PET_NODE_RANK",
-    "PET_MASTER_ADDR",
-    "PET_MASTER_PORT",
-)
 CONTAINER_LISTS = ("initContainers", "containers")
 
 
@@ -147,25 +134,23 @@ def _group_plan(
         rank = _field_ref(names.NODE_RANK_ANNOTATION)
         labels[names.NODE_RANK_OFFSET_LABEL] = str(offset)
         annotations[names.POD_INDEX_KEY_ANNOTATION] = group.pod_index_key
-    literal = {
-        "MASTER_ADDR": addr,
-        "MASTER_PORT": str(port),
-        "NNODES": str(nnodes),
-        "NPROC_PER_NODE": str(nproc),
-        "WORLD_SIZE": str(world),
-        "LOCAL_WORLD_SIZE": str(nproc),
-        "PET_NNODES": str(nnodes),
-        "PET_NPROC_PER_NODE": str(nproc),
-        "PET_MASTER_ADDR": addr,
-        "PET_MASTER_PORT": str(port),
-    }
-    env = []
-    for env_name in RENDEZVOUS_NAMES:
-        if env_name in ("RANK", "NODE_RANK", "PET_NODE_RANK"):
-            env.append({"name": env_name, **rank})
-        else:
-            env.append({"name": env_name, "value": literal[env_name]})
-    return GroupPlan(group, offset, nproc, tuple(env), labels, annotations)
+    addr_port, nodes, procs = str(port), str(nnodes), str(nproc)
+    env = (
+        {"name": "MASTER_ADDR", "value": addr},
+        {"name": "MASTER_PORT", "value": addr_port},
+        {"name": "NNODES", "value": nodes},
+        {"name": "NPROC_PER_NODE", "value": procs},
+        {"name": "WORLD_SIZE", "value": str(world)},
+        {"name": "RANK", **rank},
+        {"name": "NODE_RANK", **rank},
+        {"name": "LOCAL_WORLD_SIZE", "value": procs},
+        {"name": "PET_NNODES", "value": nodes},
+        {"name": "PET_NPROC_PER_NODE", "value": procs},
+        {"name": "PET_NODE_RANK", **rank},
+        {"name": "PET_MASTER_ADDR", "value": addr},
+        {"name": "PET_MASTER_PORT", "value": addr_port},
+    )
+    return GroupPlan(group, offset, nproc, env, labels, annotations)
 
 
 def _field_ref(annotation: str) -> dict[str, Any]:
@@ -220,13 +205,6 @@ def _with_env(container: dict[str, Any], desired: Sequence[Mapping[str, Any]]) -
     if not missing and isinstance(env, list):
         return container
     # Fresh entries per container: the plan's are shared by every container of the group.
-    return {**container, "env": [*have, *(_fresh(entry) for entry in missing)]}
-
-
-def _fresh(entry: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of a plan entry: strings in nested plain dicts, as ``_group_plan`` builds them."""
-    copied = dict(entry)
-    for key, value in copied.items():
-        if type(value) is dict:
-            copied[key] = _fresh(value)
-    return copied
+    # They hold only strings in plain maps, so a JSON round trip is an exact (and the
+    # cheapest) deep copy.
+    return {**container, "env": [*have, *orjson.loads(orjson.dumps(missing))]}
