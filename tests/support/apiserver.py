@@ -1071,55 +1071,25 @@ class ApiserverEmulator:
         started = time.monotonic()
         status: int | None = None
         body: JsonDict | None = None
+
+        def record(allowed: bool | None, error: str | None) -> None:
+            duration = time.monotonic() - started
+            self._record(hook, attempt, round_, uid, timeout_param, review, status, duration,
+                         allowed, error, body)  # fmt: skip
+
         try:
             if budget <= 0:
                 raise TimeoutError
             status, body = await self._post(hook, review, timeout_param, budget)
             verified = self._verify(hook, uid, status, body)
         except _CallError as err:
-            self._record(
-                hook,
-                attempt,
-                round_,
-                uid,
-                timeout_param,
-                review,
-                status,
-                time.monotonic() - started,
-                None,
-                err.reason,
-                body,
-            )
+            record(None, err.reason)
             raise
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             reason = f'failed to call webhook: Post "{url}": {_describe_client_error(exc)}'
-            self._record(
-                hook,
-                attempt,
-                round_,
-                uid,
-                timeout_param,
-                review,
-                status,
-                time.monotonic() - started,
-                None,
-                reason,
-                body,
-            )
+            record(None, reason)
             raise _CallError(reason) from exc
-        self._record(
-            hook,
-            attempt,
-            round_,
-            uid,
-            timeout_param,
-            review,
-            status,
-            time.monotonic() - started,
-            verified.allowed,
-            None,
-            body,
-        )
+        record(verified.allowed, None)
         for warning in verified.warnings:
             attempt.warnings.add(warning)
         if not verified.allowed:
