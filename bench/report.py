@@ -41,11 +41,6 @@ def median_round(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     return {"floor": chosen["floor"], "autowrap": chosen["autowrap"], "ratios": chosen["ratios"]}
 
 
-def _all_rounds(row: dict[str, Any]) -> list[dict[str, Any]]:
-    rounds: list[dict[str, Any]] = row.get("rounds") or [row]
-    return rounds
-
-
 def targets(rows: list[dict[str, Any]], mutate_payloads: Iterable[str]) -> dict[str, Any]:
     """The issue's targets, judged on this run; timing targets only where c=50 was run, on the
     median round; errors and peak RSS over every round."""
@@ -63,14 +58,11 @@ def targets(rows: list[dict[str, Any]], mutate_payloads: Iterable[str]) -> dict[
                 f"p99 <= {TARGET_P99:g}x the floor",
             }
     errors = sum(
-        pair[s]["errors"]
-        for row in rows
-        for pair in _all_rounds(row)
-        for s in ("floor", "autowrap")
+        pair[s]["errors"] for row in rows for pair in row["rounds"] for s in ("floor", "autowrap")
     )
     out["zero-errors"] = {"met": errors == 0, "errors": errors}
     peak = max(
-        (pair["autowrap"]["rss_peak_mib"] or 0.0 for row in rows for pair in _all_rounds(row)),
+        (pair["autowrap"]["rss_peak_mib"] or 0.0 for row in rows for pair in row["rounds"]),
         default=0.0,
     )
     out["rss"] = {"met": peak < TARGET_RSS_MIB, "autowrap_peak_mib": peak,
@@ -109,9 +101,9 @@ def table(result: dict[str, Any]) -> str:
         previous = row["payload"]
         f, a, r = row["floor"], row["autowrap"], row["ratios"]
         thr = None if r["throughput"] is None else r["throughput"] * 100
-        spread = [p["ratios"]["throughput"] or 0.0 for p in _all_rounds(row)]
+        spread = [p["ratios"]["throughput"] or 0.0 for p in row["rounds"]]
         low, high = round(min(spread) * 100), round(max(spread) * 100)
-        errs = [sum(p[s]["errors"] for p in _all_rounds(row)) for s in ("floor", "autowrap")]
+        errs = [sum(p[s]["errors"] for p in row["rounds"]) for s in ("floor", "autowrap")]
         lines.append(
             f"{row['payload']:<18} {row['concurrency']:>3} {a['requests']:>5} | {_num(f['rps'], 9)} "
             f"{_num(f['p50_ms'], 6)} {_num(f['p95_ms'], 6)} {_num(f['p99_ms'], 6)} "
@@ -122,7 +114,7 @@ def table(result: dict[str, Any]) -> str:
             f"{_num(f['cpu_ms_per_request'], 5, 2)}/{_num(a['cpu_ms_per_request'], 5, 2)} | "
             f"{errs[0]:>3}/{errs[1]:<3}"
         )
-        for pair in _all_rounds(row):
+        for pair in row["rounds"]:
             for sample in pair["floor"]["error_samples"] + pair["autowrap"]["error_samples"]:
                 lines.append(f"    error: {sample}")
     lines += ["", "compute only (no HTTP): calls/s and ms per call"]

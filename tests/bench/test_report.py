@@ -10,7 +10,8 @@ from bench import report
 def _level(
     server: str, rps: float, p99: float, errors: int = 0, rss: float = 100.0
 ) -> dict[str, Any]:
-    return {"server": server, "requests": 4000, "rps": rps, "p50_ms": p99 / 2, "p95_ms": p99, "p99_ms": p99, "max_ms": p99, "errors": errors,
+    latencies = {"p50_ms": p99 / 2, "p95_ms": p99, "p99_ms": p99, "max_ms": p99}
+    return {"server": server, "requests": 4000, "rps": rps, **latencies, "errors": errors,
             "rss_peak_mib": rss, "cpu_ms_per_request": 0.1, "error_samples": []}  # fmt: skip
 
 

@@ -134,10 +134,10 @@ def _group_plan(
         rank = _field_ref(names.NODE_RANK_ANNOTATION)
         labels[names.NODE_RANK_OFFSET_LABEL] = str(offset)
         annotations[names.POD_INDEX_KEY_ANNOTATION] = group.pod_index_key
-    addr_port, nodes, procs = str(port), str(nnodes), str(nproc)
+    port_text, nodes, procs = str(port), str(nnodes), str(nproc)
     env = (
         {"name": "MASTER_ADDR", "value": addr},
-        {"name": "MASTER_PORT", "value": addr_port},
+        {"name": "MASTER_PORT", "value": port_text},
         {"name": "NNODES", "value": nodes},
         {"name": "NPROC_PER_NODE", "value": procs},
         {"name": "WORLD_SIZE", "value": str(world)},
@@ -148,7 +148,7 @@ def _group_plan(
         {"name": "PET_NPROC_PER_NODE", "value": procs},
         {"name": "PET_NODE_RANK", **rank},
         {"name": "PET_MASTER_ADDR", "value": addr},
-        {"name": "PET_MASTER_PORT", "value": addr_port},
+        {"name": "PET_MASTER_PORT", "value": port_text},
     )
     return GroupPlan(group, offset, nproc, env, labels, annotations)
 
@@ -204,7 +204,9 @@ def _with_env(container: dict[str, Any], desired: Sequence[Mapping[str, Any]]) -
     missing = [entry for entry in desired if entry["name"] not in present]
     if not missing and isinstance(env, list):
         return container
-    # Fresh entries per container: the plan's are shared by every container of the group.
-    # They hold only strings in plain maps, so a JSON round trip is an exact (and the
-    # cheapest) deep copy.
+    # Fresh entries per container: the plan's are shared by every container of the group, and
+    # RANK, NODE_RANK and PET_NODE_RANK share one ``valueFrom`` map. A JSON round trip copies
+    # them exactly (strings in plain maps) and, unlike ``objects.deep_copy`` (marshal keeps
+    # shared references), unshared: every entry of the result is a map of its own, as if the
+    # user had written it.
     return {**container, "env": [*have, *orjson.loads(orjson.dumps(missing))]}
