@@ -21,6 +21,28 @@ ORIGIN_KIND_ANNOTATION: Final = "autowrap.io/origin-kind"
 ORIGIN_NAME_ANNOTATION: Final = "autowrap.io/origin-name"
 REQUESTED_BY_ANNOTATION: Final = "autowrap.io/requested-by"
 SPEC_HASH_ANNOTATION: Final = "autowrap.io/spec-hash"
+# Adopt mode: the uid of the user's object the AppWrapper stands for.
+ORIGIN_UID_ANNOTATION: Final = "autowrap.io/origin-uid"
+# Adopt mode: marks AppWrappers the controller created, so it can watch exactly those.
+ADOPTED_LABEL: Final = "autowrap.io/adopted"
+
+# --- adopt mode: what admission writes on the user's object -----------------------------------
+# Label on the object: "pending" until the controller has created its AppWrapper, then "adopted".
+ADOPTION_LABEL: Final = "autowrap.io/adoption"
+ADOPTION_PENDING: Final = "pending"
+ADOPTION_ADOPTED: Final = "adopted"
+# Finalizer on the object until its AppWrapper first runs: tells a user's delete from the
+# AppWrapper controller's own (adopt-mode.md step 6b).
+ADOPTION_FINALIZER: Final = "autowrap.io/adoption"
+# Scheduling gate on every pod template: no pod is scheduled before Kueue admits.
+ADMISSION_GATE: Final = "autowrap.io/admission"
+# The queue chosen at admission (a Pod's queue label must go: Kueue's pod webhook would act on it).
+QUEUE_ANNOTATION: Final = "autowrap.io/queue"
+# The controller's one-line summary of where the object stands (queued, admitted, ...).
+STATUS_ANNOTATION: Final = "autowrap.io/status"
+# Kueue's hold: a Workload carrying it is queued but never admitted (Kueue >= 0.19).
+ADMISSION_GATED_BY_ANNOTATION: Final = "kueue.x-k8s.io/admission-gated-by"
+CONTROLLER_LEASE: Final = "autowrap-controller"
 
 # --- what a wrapped pod template carries for the pod-level mutation ---------------------------
 # Label (not annotation) so that the pod webhook's objectSelector can match exactly these pods.
@@ -41,6 +63,8 @@ APPWRAPPER_LABEL: Final = "workload.codeflare.dev/appwrapper"
 FAULT_TOLERANCE_PREFIX: Final = "workload.codeflare.dev.appwrapper/"
 LAST_APPLIED_ANNOTATION: Final = "kubectl.kubernetes.io/last-applied-configuration"
 VOLCANO_TASK_INDEX: Final = "volcano.sh/task-index"
+VOLCANO_TASK_SPEC: Final = "volcano.sh/task-spec"
+VOLCANO_JOB_NAME: Final = "volcano.sh/job-name"
 
 APPWRAPPER_API_VERSION: Final = "workload.codeflare.dev/v1beta2"
 APPWRAPPER_GROUP: Final = "workload.codeflare.dev"

@@ -52,6 +52,13 @@ class WrapMode(StrEnum):
     ALWAYS = "Always"
 
 
+class Mode(StrEnum):
+    """How a wrap candidate reaches its AppWrapper (SPEC section 11)."""
+
+    ADOPT = "Adopt"  # the create succeeds; the controller creates the AppWrapper
+    REDIRECT = "Redirect"  # the create is denied; admission creates the AppWrapper
+
+
 class Enforcement(StrEnum):
     ENFORCE = "Enforce"
     AUDIT = "Audit"
@@ -208,6 +215,7 @@ class TopologyPolicy(_Model):
 class PolicySpec(_Model):
     namespaces: NamespaceSelection
     wrap: WrapMode = WrapMode.OPT_IN
+    mode: Mode = Mode.ADOPT
     enforcement: Enforcement = Enforcement.ENFORCE
     queue: QueuePolicy = QueuePolicy()
     fault_tolerance: FaultTolerance = Field(default=FaultTolerance(), alias="faultTolerance")
