@@ -1,8 +1,12 @@
 """Admission: one AdmissionReview in, one response out, for both webhooks.
 
 ``review`` is the only admission implementation; the aiohttp server is a transport around it.
-``/mutate`` completes AppWrappers and gives pods of wrapped workloads their node rank.
-``/validate`` rejects what cannot work and wraps candidates: it creates the AppWrapper
+``/mutate`` completes AppWrappers, gives pods of wrapped workloads their node rank and, in
+adopt mode (SPEC section 11, the default), prepares a wrap candidate for adoption: plumbing,
+the admission gate, the AppWrapper label and the adoption label and finalizer; on UPDATE it
+gives an adopted Volcano Job back its stored spec when the update only re-applies it.
+``/validate`` rejects what cannot work. In adopt mode it has no side effects: the controller
+creates the AppWrapper from the stored object. In redirect mode it creates the AppWrapper
 through the API (a server-side dry run for dry-run requests) and denies the original with a
 message that says where the work went. Every call to the API fits in the apiserver's budget;
 a failure denies cleanly and says whether anything may exist.
@@ -15,10 +19,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from webhook import engine, names, objects, patches, review
+from webhook import adoption, engine, names, objects, patches, review
 from webhook.kube import AlreadyExists, ApiFailure, Identity
 from webhook.plumbing import pods
-from webhook.policy import PolicySet
+from webhook.policy import Mode, PolicySet
 
 Webhook = Literal["mutate", "validate"]
 
@@ -48,6 +52,11 @@ class Cluster(Protocol):
     ) -> bool | None: ...
 
     async def namespace_labels(self, namespace: str, *, timeout: float) -> dict[str, str]: ...
+
+    async def redirect_reason(self, namespace: str, queue: str, *, timeout: float) -> str | None:
+        """Why adopt mode cannot serve this queue (its ClusterQueue uses MultiKueue or
+        topology-aware scheduling), or None."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -123,6 +132,8 @@ async def review_body(
 async def _mutate(
     request: review.AdmissionRequest, obj: dict[str, Any], deps: Deps, budget: _Budget, rec: Record
 ) -> dict[str, Any]:
+    if request.operation == "UPDATE" and obj and request.old_object:
+        return await _normalize_update(request, obj, request.old_object, deps, budget, rec)
     if request.operation != "CREATE" or not obj:
         return _allowed(request.uid, rec, "skipped")
     if request.kind.kind == "Pod" and pods.needs_rank(obj):
@@ -130,13 +141,63 @@ async def _mutate(
         if mutation.violations:
             return _denied(request.uid, rec, [v.render() for v in mutation.violations])
         return _patched(request.uid, rec, obj, mutation.pod, "ranked")
-    if request.kind.kind != "AppWrapper":
-        return _allowed(request.uid, rec, "skipped")
     outcome = await _admit(obj, request, deps, budget, check=False)
+    if outcome.action is engine.Action.WRAP:
+        mode, _ = await _mode(outcome, request.namespace, deps, budget)
+        if mode is not Mode.ADOPT:
+            return _allowed(request.uid, rec, "skipped")  # /validate redirects it
+        # Findings are /validate's to report; mutation only prepares.
+        prepared = adoption.prepare(obj, outcome, user=request.user_info.username)
+        rec.appwrapper = objects.name_of(outcome.result or {})
+        return _patched(request.uid, rec, obj, prepared, "prepared")
     if outcome.action is not engine.Action.COMPLETE:
         return _allowed(request.uid, rec, "skipped")
     # Findings are /validate's to report; mutation only completes.
     return _patched(request.uid, rec, obj, outcome.result, "completed")
+
+
+async def _normalize_update(
+    request: review.AdmissionRequest,
+    obj: dict[str, Any],
+    old: dict[str, Any],
+    deps: Deps,
+    budget: _Budget,
+    rec: Record,
+) -> dict[str, Any]:
+    """Re-applying the unchanged manifest of an adopted object succeeds (SPEC section 11)."""
+    if not adoption.is_adopted_object(old):
+        return _allowed(request.uid, rec, "skipped")
+    labels: Mapping[str, str] = {}
+    if deps.cluster is not None and request.namespace and deps.needs_namespace_labels():
+        labels = await deps.cluster.namespace_labels(request.namespace, timeout=budget.left())
+    match = deps.policies().match(request.namespace or "default", labels)
+    if match is None:
+        return _allowed(request.uid, rec, "skipped")
+    normalized = adoption.normalize_update(obj, old, match.policy.spec)
+    if normalized is None:
+        return _allowed(request.uid, rec, "unchanged")
+    return _patched(request.uid, rec, obj, normalized, "normalized")
+
+
+async def _mode(
+    outcome: engine.Outcome, namespace: str, deps: Deps, budget: _Budget
+) -> tuple[Mode, str]:
+    """Adopt or redirect for a wrap candidate, and the warning when the policy's adopt mode
+    cannot serve its queue (MultiKueue or topology-aware scheduling: adopt-mode.md Q6, Q5)."""
+    assert outcome.match is not None
+    mode = outcome.match.policy.spec.mode
+    if mode is Mode.REDIRECT or deps.cluster is None or outcome.result is None:
+        return mode, ""
+    queue = objects.labels_of(outcome.result).get(names.QUEUE_LABEL)
+    if not queue:
+        return mode, ""
+    reason = await deps.cluster.redirect_reason(namespace, queue, timeout=budget.left())
+    if reason:
+        return Mode.REDIRECT, (
+            f"wrapped by redirect instead of adopt mode: {reason}; the create is answered with "
+            "the AppWrapper that stands in its place"
+        )
+    return mode, ""
 
 
 def _patched(
@@ -164,7 +225,38 @@ async def _validate(
     if outcome.action is engine.Action.COMPLETE:
         return await _check_submitted(request, outcome, verdict, deps, budget, rec)
     assert outcome.result is not None
+    mode, why = await _mode(outcome, request.namespace, deps, budget)
+    if why:
+        verdict = engine.Verdict(verdict.denied, verdict.errors, (*verdict.warnings, why))
+    if mode is Mode.ADOPT:
+        return await _check_adoptable(request, obj, outcome.result, verdict, deps, budget, rec)
     return await _wrap(request, outcome.result, verdict, deps, budget, rec)
+
+
+async def _check_adoptable(
+    request: review.AdmissionRequest,
+    obj: Mapping[str, Any],
+    appwrapper: Mapping[str, Any],
+    verdict: engine.Verdict,
+    deps: Deps,
+    budget: _Budget,
+    rec: Record,
+) -> dict[str, Any]:
+    """Adopt mode: the create goes through, and the controller does the rest; nothing here
+    writes anything."""
+    rec.appwrapper = objects.name_of(appwrapper)
+    if objects.labels_of(obj).get(names.ADOPTION_LABEL) != names.ADOPTION_PENDING:
+        return _denied(request.uid, rec, [
+            f"{request.kind.kind} {request.namespace}/{rec.name} was not prepared by autowrap's "
+            "mutating webhook, so it would run outside Kueue; check that the "
+            "MutatingWebhookConfiguration autowrap-mutating is installed and matches this "
+            "object, then create it again"], code=500, reason="InternalError",
+            warnings=verdict.warnings)  # fmt: skip
+    queue = objects.labels_of(appwrapper).get(names.QUEUE_LABEL)
+    missing = await _missing_queue(queue, request.namespace, deps, budget)
+    if missing:
+        return _denied(request.uid, rec, [missing], warnings=verdict.warnings)
+    return _allowed(request.uid, rec, "adopting", warnings=verdict.warnings)
 
 
 async def _check_submitted(

@@ -264,6 +264,12 @@ def parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--metrics-port", type=int, default=8080)
     serve.add_argument(
+        "--no-controller",
+        action="store_true",
+        help="do not run the adopt-mode controller in this process (default: run it whenever "
+        "the Kubernetes API is reachable; one replica is active at a time through a Lease)",
+    )
+    serve.add_argument(
         "--self-managed-certs",
         action="store_true",
         help="keep the serving certificate in a Secret and the webhook "

@@ -102,7 +102,7 @@ def admit(obj: object, context: Context, *, check: bool = True) -> Outcome:
     why_not = _not_a_candidate(obj, adapter, match, context)
     if why_not or match is None:
         return Outcome(Action.PASS, dict(obj), match=match, reason=why_not)
-    return _wrap(dict(obj), adapter, match, context, check=check)
+    return wrap(dict(obj), adapter, match, context, check=check)
 
 
 def _uncovered(namespace: str) -> str:
@@ -117,6 +117,8 @@ def _not_a_candidate(
     if as_list(as_map(obj.get("metadata")).get("ownerReferences")):
         return "it has ownerReferences: objects created by controllers are never wrapped"
     labels = objects.labels_of(obj)
+    if labels.get(names.ADOPTION_LABEL) == names.ADOPTION_PENDING:
+        return ""  # prepared for adoption by the mutating webhook (its pod label is its own)
     if names.APPWRAPPER_LABEL in labels:
         return f"it already belongs to AppWrapper {labels[names.APPWRAPPER_LABEL]!r}"
     wrap = labels.get(names.WRAP_LABEL)
@@ -224,16 +226,24 @@ def declared_podsets(groups: Sequence[PodGroup]) -> list[dict[str, Any]]:
 # --- wrapping a candidate ----------------------------------------------------------------------
 
 
-def _wrap(
-    obj: Obj, adapter: KindAdapter, match: Match, context: Context, *, check: bool
+def wrap(
+    obj: Obj, adapter: KindAdapter, match: Match, context: Context, *, check: bool = True
 ) -> Outcome:
+    """The AppWrapper for a wrap candidate under the matched policy, with its findings."""
     policy = match.policy.spec
     labels = objects.labels_of(obj)
-    chosen_queue = labels.get(names.QUEUE_LABEL) or policy.queue.default
+    chosen_queue = (
+        labels.get(names.QUEUE_LABEL)
+        or objects.annotations_of(obj).get(names.QUEUE_ANNOTATION)
+        or policy.queue.default
+    )
     groups = adapter.pod_groups(obj)
     component = builder.clean(obj, [g.template_path for g in groups])
     spec_hash = objects.canonical_hash({"component": component, "queue": chosen_queue})
-    name = builder.appwrapper_name(obj, seed=context.uid or spec_hash)
+    # A named object's AppWrapper name depends on its namespace and name only, so a retried
+    # request (the apiserver gives every attempt a new uid) finds the same AppWrapper.
+    seed = context.namespace if objects.name_of(obj) else (context.uid or spec_hash)
+    name = builder.appwrapper_name(obj, seed=seed)
     if not objects.name_of(component):
         metadata = objects.own_map(component, "metadata")
         metadata["name"] = name

@@ -1,60 +1,135 @@
 """The only module that talks to the Kubernetes API.
 
-The official client is synchronous, so every call runs in a small bounded thread pool and is
-awaited with the remaining admission budget: the event loop never blocks, and no call outlives
-the apiserver's ``?timeout=``. Reads that would otherwise happen per request (namespace labels,
-LocalQueues, whether Kueue is installed) are cached with a short time to live.
+Everything goes through the official client's asyncio API (``kubernetes.aio``): its
+``ApiClient`` (configuration, authentication, TLS, request serialization) and its ``Watch``.
+Objects stay plain dicts end to end, so ``Api`` is one small generic REST layer over any
+resource (``Kind``) rather than the generated per-type methods, which decode into models and
+drop fields they do not know. Every call carries a timeout: admission passes what is left of
+the apiserver's ``?timeout=`` budget, the controller its own.
 
-``API_CALLS`` lists every (group, resource, verb) this module uses with the serving identity;
-``deploy/`` grants exactly these (a test holds the two together).
+``API_CALLS`` lists every (group, resource, verb) the serving identity uses; ``deploy/``
+grants exactly these (a test holds the two together).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
+from urllib.parse import quote
 
 import orjson
 
 from webhook import names
 
+
+@dataclass(frozen=True)
+class Kind:
+    """A resource of the API: where it lives, and whether it is namespaced."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None, sub: str = "") -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{quote(namespace, safe='')}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{quote(name, safe='')}"
+        if sub:
+            base += f"/{sub}"
+        return base
+
+
+KUEUE_GROUP: Final = "kueue.x-k8s.io"
+APPWRAPPERS: Final = Kind(names.APPWRAPPER_GROUP, names.APPWRAPPER_VERSION,
+                          names.APPWRAPPER_PLURAL, "AppWrapper")  # fmt: skip
+VOLCANO_JOBS: Final = Kind("batch.volcano.sh", "v1alpha1", "jobs", "Job")
+PODS: Final = Kind("", "v1", "pods", "Pod")
+EVENTS: Final = Kind("", "v1", "events", "Event")
+NAMESPACES: Final = Kind("", "v1", "namespaces", "Namespace", namespaced=False)
+LEASES: Final = Kind("coordination.k8s.io", "v1", "leases", "Lease")
+LOCAL_QUEUES: Final = Kind(KUEUE_GROUP, "v1beta1", "localqueues", "LocalQueue")
+CLUSTER_QUEUES: Final = Kind(KUEUE_GROUP, "v1beta1", "clusterqueues", "ClusterQueue",
+                             namespaced=False)  # fmt: skip
+ACCESS_REVIEWS: Final = Kind("authorization.k8s.io", "v1", "subjectaccessreviews",
+                             "SubjectAccessReview", namespaced=False)  # fmt: skip
+
+# Admission (redirect mode) and the caches behind it.
 API_CALLS: Final = (
     (names.APPWRAPPER_GROUP, names.APPWRAPPER_PLURAL, "create"),
     (names.APPWRAPPER_GROUP, names.APPWRAPPER_PLURAL, "get"),
     ("authorization.k8s.io", "subjectaccessreviews", "create"),
-    ("kueue.x-k8s.io", "localqueues", "list"),
+    (KUEUE_GROUP, "localqueues", "list"),
+    (KUEUE_GROUP, "clusterqueues", "get"),
+    (KUEUE_GROUP, "resourceflavors", "get"),
     ("", "namespaces", "get"),
+)
+# The adopt-mode controller: watches, adopts, releases, reports, and holds its Lease.
+CONTROLLER_CALLS: Final = (
+    ("batch.volcano.sh", "jobs", "list"),
+    ("batch.volcano.sh", "jobs", "watch"),
+    ("batch.volcano.sh", "jobs", "patch"),
+    ("", "pods", "list"),
+    ("", "pods", "watch"),
+    ("", "pods", "patch"),
+    ("", "pods", "update"),
+    (names.APPWRAPPER_GROUP, names.APPWRAPPER_PLURAL, "list"),
+    (names.APPWRAPPER_GROUP, names.APPWRAPPER_PLURAL, "watch"),
+    (names.APPWRAPPER_GROUP, names.APPWRAPPER_PLURAL, "patch"),
+    (names.APPWRAPPER_GROUP, names.APPWRAPPER_PLURAL, "delete"),
+    ("", "events", "create"),
+    ("coordination.k8s.io", "leases", "get"),
+    ("coordination.k8s.io", "leases", "create"),
+    ("coordination.k8s.io", "leases", "update"),
 )
 # The AppWrapper operator's userRBACAdmissionCheck (on by default) asks whether the creator of
 # an AppWrapper may create each of its components. autowrap creates the AppWrappers, so its
 # identity needs create on what it wraps: Volcano Jobs, Pods and a Pod's headless Service.
 # Users cannot reach these grants: the apiserver authorized their own create of the object
-# before admission, and the SubjectAccessReview above checks they may create AppWrappers.
+# before admission, and (redirect) the SubjectAccessReview checks they may create AppWrappers.
 COMPONENT_CREATE: Final = (
     ("batch.volcano.sh", "jobs", "create"),
     ("", "pods", "create"),
     ("", "services", "create"),
 )
-RBAC: Final = API_CALLS + COMPONENT_CREATE
-KUEUE_GROUP: Final = "kueue.x-k8s.io"
+RBAC: Final = API_CALLS + CONTROLLER_CALLS + COMPONENT_CREATE
+
+JSON_PATCH: Final = "application/json-patch+json"
+MERGE_PATCH: Final = "application/merge-patch+json"
 
 
 class ApiFailure(Exception):
     """A call that did not succeed: ``status`` is the HTTP status, None when nothing answered."""
 
-    def __init__(self, call: str, status: int | None, message: str) -> None:
+    def __init__(self, call: str, status: int | None, message: str, reason: str = "") -> None:
         super().__init__(f"{call}: {message}")
         self.call = call
         self.status = status
         self.message = message
+        self.reason = reason
 
 
 class AlreadyExists(ApiFailure):
     pass
+
+
+class Conflict(ApiFailure):
+    """The object changed since it was read (a stale resourceVersion or failed precondition)."""
+
+
+class Gone(ApiFailure):
+    """A watch or list asked for a resourceVersion the apiserver no longer has (410)."""
 
 
 class NoConfiguration(Exception):
@@ -71,108 +146,297 @@ class Identity:
     extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
+def _failure(call: str, status: int, body: bytes) -> ApiFailure:
+    message, reason = _status_message(body), ""
+    try:
+        decoded = orjson.loads(body) if body else {}
+        reason = str(decoded.get("reason") or "") if isinstance(decoded, dict) else ""
+    except orjson.JSONDecodeError:
+        pass
+    if status == 409 and reason == "AlreadyExists":
+        return AlreadyExists(call, status, message, reason)
+    if status == 409:
+        return Conflict(call, status, message, reason)
+    if status == 410:
+        return Gone(call, status, message, reason)
+    return ApiFailure(call, status, message, reason)
+
+
+def _status_message(body: object) -> str:
+    if not body:
+        return ""
+    try:
+        data = orjson.loads(body if isinstance(body, bytes | str) else str(body))
+    except orjson.JSONDecodeError:
+        return str(body)[:300]
+    return str(data.get("message") or "") if isinstance(data, dict) else ""
+
+
+async def load_configuration(kubeconfig: str | None) -> Any:
+    """The client configuration: ``kubeconfig`` when given; else in-cluster when running in a
+    pod, else the usual kubeconfig resolution."""
+    from kubernetes.aio import client, config
+
+    configuration = client.Configuration()
+    try:
+        if kubeconfig:
+            await config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=kubeconfig, client_configuration=configuration
+            )
+        else:
+            try:
+                config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            except config.ConfigException:
+                await config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    except (config.ConfigException, OSError) as exc:
+        where = kubeconfig or "in-cluster config or the default kubeconfig"
+        raise NoConfiguration(f"{where}: {exc}") from None
+    return configuration
+
+
+class Api:
+    """Plain-dict REST over the official asyncio client, for any ``Kind``."""
+
+    def __init__(self, api_client: Any) -> None:
+        self._api_client = api_client
+
+    @classmethod
+    async def connect(cls, kubeconfig: str | None) -> Api:
+        from kubernetes.aio import client
+
+        return cls(client.ApiClient(await load_configuration(kubeconfig)))
+
+    async def close(self) -> None:
+        await self._api_client.close()
+
+    async def request(
+        self,
+        call: str,
+        method: str,
+        path: str,
+        *,
+        timeout: float,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> dict[str, Any]:
+        """One call; the decoded answer, or ``ApiFailure`` saying what went wrong."""
+        if timeout <= 0:
+            raise ApiFailure(call, None, "no time left in the budget")
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        try:
+            serialized = self._api_client.param_serialize(
+                method=method, resource_path=path, query_params=list((query or {}).items()),
+                header_params=headers, body=body, auth_settings=["BearerToken"],
+            )  # fmt: skip
+            if asyncio.iscoroutine(serialized):
+                serialized = await serialized
+            _, url, header_params, body_params, post_params = serialized
+            response = await asyncio.wait_for(
+                self._api_client.rest_client.request(
+                    method, url, headers=header_params, body=body_params,
+                    post_params=post_params, _request_timeout=timeout,
+                ),
+                timeout,
+            )  # fmt: skip
+            data = await response.read()
+        except TimeoutError:
+            raise ApiFailure(call, None, f"no answer within {timeout:.1f}s") from None
+        except Exception as exc:  # connection refused, reset, TLS: nothing answered
+            from kubernetes.aio.client.exceptions import ApiException
+
+            if isinstance(exc, ApiException) and exc.status:
+                raise _failure(call, int(exc.status), str(exc.body or "").encode()) from None
+            raise ApiFailure(call, None, f"{type(exc).__name__}: {exc}") from None
+        if not 200 <= response.status < 300:
+            raise _failure(call, response.status, data)
+        decoded = orjson.loads(data) if data else {}
+        return decoded if isinstance(decoded, dict) else {}
+
+    # --- verbs -------------------------------------------------------------------------------
+
+    async def get(
+        self, kind: Kind, namespace: str | None, name: str, *, timeout: float
+    ) -> dict[str, Any] | None:
+        try:
+            return await self.request(f"get {kind.plural}", "GET", kind.path(namespace, name),
+                                      timeout=timeout)  # fmt: skip
+        except ApiFailure as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    async def list(
+        self, kind: Kind, namespace: str | None = None, *, timeout: float, labels: str = ""
+    ) -> dict[str, Any]:
+        query = {"labelSelector": labels} if labels else None
+        return await self.request(f"list {kind.plural}", "GET", kind.path(namespace),
+                                  timeout=timeout, query=query)  # fmt: skip
+
+    async def create(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        body: Mapping[str, Any],
+        *,
+        timeout: float,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        query = {"dryRun": "All"} if dry_run else None
+        return await self.request(f"create {kind.plural}", "POST", kind.path(namespace),
+                                  timeout=timeout, query=query, body=body)  # fmt: skip
+
+    async def replace(
+        self, kind: Kind, obj: Mapping[str, Any], *, timeout: float
+    ) -> dict[str, Any]:
+        """PUT: fails with ``Conflict`` when the object changed since ``obj`` was read."""
+        metadata = obj.get("metadata") or {}
+        path = kind.path(metadata.get("namespace"), metadata.get("name"))
+        return await self.request(f"update {kind.plural}", "PUT", path, timeout=timeout, body=obj)
+
+    async def patch(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        name: str,
+        body: Any,
+        *,
+        timeout: float,
+        content_type: str = MERGE_PATCH,
+    ) -> dict[str, Any]:
+        return await self.request(f"patch {kind.plural}", "PATCH", kind.path(namespace, name),
+                                  timeout=timeout, body=body, content_type=content_type)  # fmt: skip
+
+    async def delete(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        name: str,
+        *,
+        timeout: float,
+        uid: str | None = None,
+        propagation: str = "Background",
+    ) -> bool:
+        """Delete (only the object with ``uid``, when given); False when it was already gone."""
+        options: dict[str, Any] = {"propagationPolicy": propagation}
+        if uid:
+            options["preconditions"] = {"uid": uid}
+        try:
+            await self.request(f"delete {kind.plural}", "DELETE", kind.path(namespace, name),
+                               timeout=timeout, body=options)  # fmt: skip
+        except ApiFailure as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    async def watch(
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        *,
+        resource_version: str,
+        labels: str = "",
+        timeout_seconds: int = 300,
+    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        """Events from ``resource_version`` on, through the client's ``Watch``, bookmarks
+        included (their resourceVersion is where the next watch starts); raises ``Gone`` when
+        the apiserver no longer has that version, and ends when the server closes the watch."""
+        from kubernetes.aio.client.exceptions import ApiException
+        from kubernetes.aio.watch import Watch
+
+        async def open_stream(**query: Any) -> Any:
+            query.pop("_preload_content", None)
+            params = {"watch": "true", "allowWatchBookmarks": "true",
+                      "resourceVersion": query.get("resource_version") or resource_version,
+                      "timeoutSeconds": str(query.get("timeout_seconds") or timeout_seconds)}  # fmt: skip
+            if labels:
+                params["labelSelector"] = labels
+            serialized = self._api_client.param_serialize(
+                method="GET", resource_path=kind.path(namespace), query_params=list(params.items()),
+                header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
+            )  # fmt: skip
+            if asyncio.iscoroutine(serialized):
+                serialized = await serialized
+            _, url, headers, _, _ = serialized
+            response = await self._api_client.rest_client.request(
+                "GET", url, headers=headers, _request_timeout=timeout_seconds + 30
+            )
+            if not 200 <= response.status < 300:
+                raise _failure(f"watch {kind.plural}", response.status, await response.read())
+            return response.response
+
+        stream = Watch(return_type="object")  # type: ignore[no-untyped-call]
+        try:
+            events = stream.stream(  # type: ignore[no-untyped-call]
+                open_stream, resource_version=resource_version, timeout_seconds=timeout_seconds
+            )
+            async for event in events:
+                yield str(event["type"]), event["raw_object"]
+        except ApiException as exc:
+            if exc.status == 410:
+                raise Gone(f"watch {kind.plural}", 410, str(exc.reason)) from None
+            raise ApiFailure(f"watch {kind.plural}", exc.status or None, str(exc.reason)) from None
+        except (TimeoutError, OSError) as exc:
+            raise ApiFailure(f"watch {kind.plural}", None, f"{type(exc).__name__}: {exc}") from None
+        finally:
+            await stream.close()  # type: ignore[no-untyped-call]
+
+
 @dataclass
 class _Cached:
     value: Any
     expires: float
 
 
-class KubeClient:
+class KubeClient(Api):
+    """What admission asks of the API, with short-lived caches for the per-request reads."""
+
     def __init__(
         self,
         api_client: Any,
         *,
-        workers: int = 8,
         clock: Callable[[], float] = time.monotonic,
         namespace_ttl: float = 60.0,
         queue_ttl: float = 30.0,
         discovery_ttl: float = 300.0,
     ) -> None:
-        from kubernetes import client
-
-        self._client = client
-        self._api_client = api_client
-        self._custom: Any = client.CustomObjectsApi(api_client)
-        self._authz: Any = client.AuthorizationV1Api(api_client)
-        self._core: Any = client.CoreV1Api(api_client)
-        self._apis: Any = client.ApisApi(api_client)
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kube")
+        super().__init__(api_client)
         self._clock = clock
-        self._ttl = {"ns": namespace_ttl, "lq": queue_ttl, "disc": discovery_ttl}
+        self._ttl = {
+            "ns": namespace_ttl,
+            "lq": queue_ttl,
+            "disc": discovery_ttl,
+            "cq": queue_ttl,
+            "rf": queue_ttl,
+        }
         self._cache: dict[tuple[str, str], _Cached] = {}
 
     @classmethod
-    def from_config(cls, kubeconfig: str | None, **kwargs: Any) -> KubeClient:
-        """In-cluster config without a kubeconfig path when running in a pod, else kubeconfig."""
-        from kubernetes import client, config
+    async def connect(cls, kubeconfig: str | None, **kwargs: Any) -> KubeClient:
+        from kubernetes.aio import client
 
-        configuration = client.Configuration()
-        try:
-            if kubeconfig:
-                config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)  # type: ignore[no-untyped-call]
-            else:
-                try:
-                    config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-                except config.ConfigException:
-                    config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        except (config.ConfigException, OSError) as exc:
-            where = kubeconfig or "in-cluster config or the default kubeconfig"
-            raise NoConfiguration(f"{where}: {exc}") from None
-        # One attempt per call: the admission budget, not urllib3, decides about retries.
-        configuration.retries = 0
-        return cls(client.ApiClient(configuration), **kwargs)
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        self._api_client.close()
-
-    async def _call(
-        self, name: str, timeout: float, fn: Callable[..., Any], *args: Any, **kw: Any
-    ) -> Any:
-        if timeout <= 0:
-            raise ApiFailure(name, None, "no time left in the admission budget")
-        kw["_request_timeout"] = timeout
-        loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self._pool, lambda: fn(*args, **kw))
-        try:
-            return await asyncio.wait_for(future, timeout)
-        except TimeoutError:
-            raise ApiFailure(name, None, f"no answer within {timeout:.1f}s") from None
-        except self._client.exceptions.ApiException as exc:
-            message = _status_message(exc.body) or str(exc.reason or "")
-            if exc.status == 409 and "AlreadyExists" in str(exc.body):
-                raise AlreadyExists(name, 409, message) from None
-            raise ApiFailure(name, exc.status or None, message) from None
-        except Exception as exc:  # urllib3 connection errors and the like: nothing answered
-            raise ApiFailure(name, None, f"{type(exc).__name__}: {exc}") from None
+        return cls(client.ApiClient(await load_configuration(kubeconfig)), **kwargs)
 
     # --- AppWrappers ---------------------------------------------------------------------
 
     async def create_appwrapper(
         self, namespace: str, body: dict[str, Any], *, dry_run: bool, timeout: float
     ) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
-        result: dict[str, Any] = await self._call(
-            "create appwrapper", timeout, self._custom.create_namespaced_custom_object,
-            names.APPWRAPPER_GROUP, names.APPWRAPPER_VERSION, namespace,
-            names.APPWRAPPER_PLURAL, body, **kwargs,
-        )  # fmt: skip
-        return result
+        try:
+            return await self.create(APPWRAPPERS, namespace, body, timeout=timeout, dry_run=dry_run)
+        except ApiFailure as exc:
+            exc.call = "create appwrapper"
+            raise
 
     async def get_appwrapper(
         self, namespace: str, name: str, *, timeout: float
     ) -> dict[str, Any] | None:
         try:
-            result: dict[str, Any] = await self._call(
-                "get appwrapper", timeout, self._custom.get_namespaced_custom_object,
-                names.APPWRAPPER_GROUP, names.APPWRAPPER_VERSION, namespace,
-                names.APPWRAPPER_PLURAL, name,
-            )  # fmt: skip
+            return await self.get(APPWRAPPERS, namespace, name, timeout=timeout)
         except ApiFailure as exc:
-            if exc.status == 404:
-                return None
+            exc.call = "get appwrapper"
             raise
-        return result
 
     # --- authorization ---------------------------------------------------------------------
 
@@ -196,11 +460,12 @@ class KubeClient:
                 },
             },
         }
-        result = await self._call(
-            "create subjectaccessreview", timeout, self._authz.create_subject_access_review, body,
-            _preload_content=False,
-        )  # fmt: skip
-        status = orjson.loads(result.data).get("status") or {}
+        try:
+            result = await self.create(ACCESS_REVIEWS, None, body, timeout=timeout)
+        except ApiFailure as exc:
+            exc.call = "create subjectaccessreview"
+            raise
+        status = result.get("status") or {}
         return bool(status.get("allowed")), str(status.get("reason") or "")
 
     # --- cached reads ------------------------------------------------------------------------
@@ -219,16 +484,12 @@ class KubeClient:
             labels: dict[str, str] = hit.value
             return labels
         try:
-            result = await self._call(
-                "get namespace", timeout, self._core.read_namespace, namespace,
-                _preload_content=False,
-            )  # fmt: skip
+            found = await self.get(NAMESPACES, None, namespace, timeout=timeout)
         except ApiFailure as exc:
-            if exc.status == 404:
-                return self._store("ns", namespace, {})  # type: ignore[no-any-return]
+            exc.call = "get namespace"
             raise
-        found = (orjson.loads(result.data).get("metadata") or {}).get("labels") or {}
-        return self._store("ns", namespace, dict(found))  # type: ignore[no-any-return]
+        labels = dict(((found or {}).get("metadata") or {}).get("labels") or {})
+        return self._store("ns", namespace, labels)  # type: ignore[no-any-return]
 
     async def kueue_version(self, *, timeout: float) -> str | None:
         """The served LocalQueue API version, or None where Kueue is not installed."""
@@ -236,13 +497,31 @@ class KubeClient:
         if hit is not None:
             cached: str | None = hit.value
             return cached
-        groups = await self._call("discover api groups", timeout, self._apis.get_api_versions)
+        try:
+            groups = await self.request("discover api groups", "GET", "/apis", timeout=timeout)
+        except ApiFailure as exc:
+            exc.call = "discover api groups"
+            raise
         version = None
-        for group in groups.groups or []:
-            if group.name == KUEUE_GROUP:
-                preferred = group.preferred_version
-                version = preferred.version if preferred else group.versions[0].version
+        for group in groups.get("groups") or []:
+            if group.get("name") == KUEUE_GROUP:
+                preferred = group.get("preferredVersion") or {}
+                version = preferred.get("version") or (group.get("versions") or [{}])[0].get(
+                    "version"
+                )
         return self._store("disc", KUEUE_GROUP, version)  # type: ignore[no-any-return]
+
+    async def _local_queues(
+        self, namespace: str, version: str, *, timeout: float
+    ) -> dict[str, Any]:
+        kind = Kind(KUEUE_GROUP, version, "localqueues", "LocalQueue")
+        try:
+            listed = await self.list(kind, namespace, timeout=timeout)
+        except ApiFailure as exc:
+            exc.call = "list localqueues"
+            raise
+        queues = {str((i.get("metadata") or {}).get("name")): i for i in listed.get("items") or []}
+        return self._store("lq", namespace, queues)  # type: ignore[no-any-return]
 
     async def local_queue_exists(
         self, namespace: str, queue: str, *, timeout: float
@@ -258,24 +537,79 @@ class KubeClient:
         hit = self._cached("lq", namespace)
         if hit is not None and queue in hit.value:
             return True
-        result = await self._call(
-            "list localqueues", timeout, self._custom.list_namespaced_custom_object,
-            KUEUE_GROUP, version, namespace, "localqueues", _preload_content=False,
-        )  # fmt: skip
-        items = orjson.loads(result.data).get("items") or []
-        queues = frozenset(str((i.get("metadata") or {}).get("name")) for i in items)
-        self._store("lq", namespace, queues)
-        return queue in queues
+        return queue in await self._local_queues(namespace, version, timeout=timeout)
+
+    async def redirect_reason(self, namespace: str, queue: str, *, timeout: float) -> str | None:
+        """Why adopt mode cannot serve the queue: its ClusterQueue sends work to other clusters
+        (MultiKueue: the local AppWrapper controller ignores the AppWrapper, adopt-mode.md Q6)
+        or places pods by topology (TAS: Kueue's gate cannot be added to existing pods, Q5)."""
+        version = await self.kueue_version(timeout=timeout)
+        if version is None:
+            return None
+        hit = self._cached("lq", namespace)
+        queues = hit.value if hit is not None and queue in hit.value else None
+        if queues is None:
+            queues = await self._local_queues(namespace, version, timeout=timeout)
+        cluster_queue = str(((queues.get(queue) or {}).get("spec") or {}).get("clusterQueue") or "")
+        if not cluster_queue:
+            return None
+        found = await self._cluster_scoped("cq", "clusterqueues", version, cluster_queue,
+                                           timeout=timeout)  # fmt: skip
+        spec = (found or {}).get("spec") or {}
+        checks = [str(c) for c in spec.get("admissionChecks") or []]
+        strategy = (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or []
+        checks += [str(c.get("name")) for c in strategy]
+        if any("multikueue" in c.lower() for c in checks):
+            return f"ClusterQueue {cluster_queue!r} sends work to other clusters (MultiKueue)"
+        for group in spec.get("resourceGroups") or []:
+            for flavor in group.get("flavors") or []:
+                name = str(flavor.get("name") or "")
+                found_flavor = await self._cluster_scoped("rf", "resourceflavors", version, name,
+                                                          timeout=timeout)  # fmt: skip
+                if ((found_flavor or {}).get("spec") or {}).get("topologyName"):
+                    return (
+                        f"ClusterQueue {cluster_queue!r} uses topology-aware scheduling "
+                        f"(ResourceFlavor {name!r})"
+                    )
+        return None
+
+    async def _cluster_scoped(
+        self, cache: str, plural: str, version: str, name: str, *, timeout: float
+    ) -> dict[str, Any] | None:
+        """A Kueue ClusterQueue or ResourceFlavor (cached); None when it does not exist or
+        autowrap may not read it (then only what the LocalQueue says is judged)."""
+        hit = self._cached(cache, name)
+        if hit is not None:
+            return hit.value  # type: ignore[no-any-return]
+        kind = Kind(KUEUE_GROUP, version, plural, plural, namespaced=False)
+        try:
+            found = await self.get(kind, None, name, timeout=timeout)
+        except ApiFailure as exc:
+            if exc.status != 403:
+                exc.call = f"get {plural}"
+                raise
+            found = None
+        return self._store(cache, name, found)  # type: ignore[no-any-return]
 
 
-def _status_message(body: object) -> str:
-    if not body:
-        return ""
+def sync_api_client(kubeconfig: str | None) -> Any:
+    """A synchronous client, for the self-managed certificate set-up that runs once before
+    the event loop starts serving."""
+    from kubernetes import client, config
+
+    configuration = client.Configuration()
     try:
-        data = orjson.loads(body if isinstance(body, bytes | str) else str(body))
-    except orjson.JSONDecodeError:
-        return str(body)[:300]
-    return str(data.get("message") or "") if isinstance(data, dict) else ""
+        if kubeconfig:
+            config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)  # type: ignore[no-untyped-call]
+        else:
+            try:
+                config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            except config.ConfigException:
+                config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    except (config.ConfigException, OSError) as exc:
+        where = kubeconfig or "in-cluster config or the default kubeconfig"
+        raise NoConfiguration(f"{where}: {exc}") from None
+    return client.ApiClient(configuration)
 
 
 class CertificateStore:

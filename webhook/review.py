@@ -63,6 +63,7 @@ class AdmissionRequest(_Model):
     operation: Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
     user_info: UserInfo = Field(default=UserInfo(), alias="userInfo")
     object: dict[str, Any] | None = None
+    old_object: dict[str, Any] | None = Field(default=None, alias="oldObject")
     dry_run: bool = Field(default=False, alias="dryRun")
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from cryptography import x509
 
 from webhook import certs, names
-from webhook.kube import CertificateStore, KubeClient
+from webhook.kube import CertificateStore, sync_api_client
 
 log = logging.getLogger("autowrap")
 RENEW_BEFORE = datetime.timedelta(days=30)
@@ -67,8 +67,8 @@ def prepare(args: Namespace) -> None:
     """Before serving: the Secret exists, its files are in --cert-dir, the caBundles match."""
     if not args.cert_dir:
         raise SystemExit("error: --self-managed-certs needs --cert-dir (an emptyDir) to write to")
-    api = KubeClient.from_config(args.kubeconfig)
-    store = CertificateStore(api._api_client)
+    api_client = sync_api_client(args.kubeconfig)
+    store = CertificateStore(api_client)
     namespace = names.SERVICE_NAMESPACE
     data = ensure(store, namespace=namespace, secret=args.cert_secret, service=names.SERVICE_NAME)
     out = Path(args.cert_dir)
@@ -82,4 +82,4 @@ def prepare(args: Namespace) -> None:
             "caBundle checked",
             extra={"fields": {"configuration": configuration, "updated": changed}},
         )
-    api.close()
+    api_client.close()

@@ -302,9 +302,9 @@ async def _every(seconds: float, action: Callable[[], object]) -> None:
         action()
 
 
-def _connect(kubeconfig: str | None) -> KubeClient | None:
+async def _connect(kubeconfig: str | None) -> KubeClient | None:
     try:
-        return KubeClient.from_config(kubeconfig)
+        return await KubeClient.connect(kubeconfig)
     except NoConfiguration as exc:
         if kubeconfig:
             raise
@@ -328,6 +328,8 @@ class Options:
     policy_path: Path | None = None
     kubeconfig: str | None = None
     use_cluster: bool = True
+    # Run the adopt-mode controller (SPEC section 11) whenever there is API access.
+    controller: bool = True
     reload_interval: float = 5.0
     drain_timeout: float = 25.0
 
@@ -364,7 +366,7 @@ class Running:
         await self.runner.cleanup()
         await self.metrics_runner.cleanup()
         if state.cluster is not None:
-            state.cluster.close()
+            await state.cluster.close()
         log.info("stopped", extra={"fields": {"in_flight": state.in_flight}})
 
 
@@ -374,7 +376,7 @@ async def start(options: Options) -> Running:
     if options.policy_path is not None:
         state.policy_digest = policyfiles.digest(policyfiles.read(options.policy_path))
     if options.use_cluster:
-        state.cluster = _connect(options.kubeconfig)
+        state.cluster = await _connect(options.kubeconfig)
     cert_dir = options.cert_dir
     if cert_dir is None:
         cert_dir = certs.development_pair(names.SERVICE_NAME, names.SERVICE_NAMESPACE)
@@ -449,6 +451,7 @@ def main(args: Namespace) -> int:
         cert_dir=Path(args.cert_dir) if args.cert_dir else None,
         policy_path=Path(args.policy) if args.policy else policyfiles.default_path(),
         kubeconfig=args.kubeconfig,
+        controller=not args.no_controller,
     )
     if options.cert_dir is not None:
         missing = [

@@ -33,6 +33,7 @@ from tests.server.test_e2e import pod, vcjob
 from tests.support.apiserver import UserInfo
 from tests.support.fakekube import FakeKube
 from tests.support.pki import ServingPki, service_hostname, write_pki
+from tests.support.policies import in_mode
 from webhook import names
 
 Obj = dict[str, Any]
@@ -690,7 +691,8 @@ async def start_serve(
     process = subprocess.Popen(
         [sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port", str(port),
          "--metrics-port", str(metrics_port), "--cert-dir", str(cert_dir),
-         "--policy", str(policies), "--kubeconfig", str(kubeconfig)],
+         "--policy", str(in_mode(policies, tmp_path / "policies", "Redirect")),
+         "--kubeconfig", str(kubeconfig), "--no-controller"],
         cwd=REPO, stdout=log.open("w"), stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     served = Served(process, port, pki, log)

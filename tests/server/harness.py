@@ -18,6 +18,7 @@ import pytest
 from tests.support.apiserver import AdmissionResult, ApiserverEmulator, UserInfo
 from tests.support.fakekube import FakeKube
 from tests.support.pki import ServingPki
+from tests.support.policies import in_mode
 from webhook import names, server
 
 REPO = Path(__file__).resolve().parents[2]
@@ -101,11 +102,12 @@ async def start_cluster(
     cert_dir.mkdir()
     for source in (pki.cert_path, pki.key_path, pki.ca_path):
         shutil.copy(source, cert_dir / source.name)
-    policy_dir = tmp_path / "policies"
-    shutil.copytree(policies, policy_dir)
+    # This harness serves redirect mode (SPEC section 6) on the older endpoint-by-endpoint fake
+    # API; adopt mode runs on tests/support/cluster.
+    policy_dir = in_mode(policies, tmp_path / "policies", "Redirect")
     options = server.Options(
         host="127.0.0.1", port=0, metrics_port=0, cert_dir=cert_dir, policy_path=policy_dir,
-        kubeconfig=str(kubeconfig), reload_interval=0.2, drain_timeout=5.0,
+        kubeconfig=str(kubeconfig), reload_interval=0.2, drain_timeout=5.0, controller=False,
     )  # fmt: skip
     running = await server.start(options)
     configurations = webhook_configurations()

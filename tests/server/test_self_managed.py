@@ -14,7 +14,7 @@ from cryptography import x509
 from tests.server.harness import webhook_configurations
 from tests.support.fakekube import FakeKube
 from webhook import certs, names, selfmanaged
-from webhook.kube import CertificateStore, KubeClient
+from webhook.kube import CertificateStore, sync_api_client
 
 SECRET = "autowrap-serving-cert"
 CONFIGURATIONS = "autowrap-mutating,autowrap-validating"
@@ -90,15 +90,15 @@ async def test_a_serving_certificate_close_to_expiry_is_renewed_under_the_same_c
         certs.TLS_CERT: base64.b64encode(old.cert_pem).decode(),
         certs.TLS_KEY: base64.b64encode(old.key_pem).decode(),
     }
-    api = KubeClient.from_config(str(fake_kubeconfig))
-    store = CertificateStore(api._api_client)
+    api_client = sync_api_client(str(fake_kubeconfig))
+    store = CertificateStore(api_client)
     await asyncio.to_thread(store.write_secret, names.SERVICE_NAMESPACE, SECRET, data, create=True)
 
     renewed = await asyncio.to_thread(
         selfmanaged.ensure, store, namespace=names.SERVICE_NAMESPACE, secret=SECRET,
         service=names.SERVICE_NAME,
     )  # fmt: skip
-    api.close()
+    api_client.close()
 
     assert renewed[certs.CA_CERT] == data[certs.CA_CERT]
     assert renewed[certs.TLS_CERT] != data[certs.TLS_CERT]

@@ -1,0 +1,496 @@
+"""Adopt mode's pure core (SPEC section 11): what admission writes, what the controller builds.
+
+In adopt mode the user's create succeeds. Admission only mutates the object: the plumbing of
+section 4, a scheduling gate on every pod template (no pod is scheduled before Kueue admits),
+the AppWrapper label on every pod template (the AppWrapper controller counts pods by it), and
+the adoption label and finalizer on the object. The controller then creates the AppWrapper
+from the object the apiserver stored, releases gated pods when Kueue admits, and reports.
+
+Every function here is pure: the webhook, the controller, the CLI and the tests call the same
+code, and each controller step is a function of what is stored, so it can be repeated safely.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from webhook import engine, kinds, names, objects
+from webhook.objects import Obj, as_list, as_map
+from webhook.policy import PolicySpec
+from webhook.workload import KindAdapter
+
+# Template annotation: which podSet of the AppWrapper a pod belongs to (its index in
+# ``spec.components[0].podSets``, the order Kueue writes ``podSetInfos`` in). Written at
+# admission so that releasing a pod needs no knowledge of the workload kind.
+PODSET_ANNOTATION = names.PREFIX + "podset"
+
+# AppWrapper phases (workload.codeflare.dev/v1beta2 AppWrapperPhase).
+QUEUED_PHASES = frozenset({"", "Suspended"})
+ACTIVE_PHASES = frozenset({"", "Suspended", "Resuming", "Running"})
+
+
+# --- admission: CREATE ---------------------------------------------------------------------------
+
+
+def prepare(obj: Mapping[str, Any], outcome: engine.Outcome, *, user: str) -> Obj:
+    """The object as admission stores it in adopt mode; ``outcome`` is the engine's WRAP outcome
+    for the same object (it names the AppWrapper and the queue, and holds the findings).
+
+    A Pod's queue label is removed (Kueue's own pod webhook would queue the Pod a second time)
+    and the chosen queue kept in an annotation; a Volcano Job keeps its labels, since Kueue
+    never reads Volcano Jobs.
+    """
+    assert outcome.action is engine.Action.WRAP and outcome.result is not None
+    assert outcome.match is not None
+    adapter = kinds.find(obj.get("apiVersion"), obj.get("kind"))
+    assert adapter is not None
+    appwrapper = outcome.result
+    aw_name = objects.name_of(appwrapper)
+    queue = objects.labels_of(appwrapper).get(names.QUEUE_LABEL, "")
+
+    result = objects.deep_copy(dict(obj))
+    metadata = objects.own_map(result, "metadata")
+    if not objects.name_of(result):
+        # A generateName object has no name before storage, yet the AppWrapper's name (carried
+        # by every pod template) and MASTER_ADDR derive from it: name it now, as redirect does.
+        metadata["name"] = _component_name(appwrapper) or aw_name
+        metadata.pop("generateName", None)
+    result = _adopted_templates(result, adapter, outcome.match.policy.spec, aw_name)
+    metadata = objects.own_map(result, "metadata")
+    objects.own_map(metadata, "labels")[names.ADOPTION_LABEL] = names.ADOPTION_PENDING
+    annotations = objects.own_map(metadata, "annotations")
+    if queue:
+        annotations[names.QUEUE_ANNOTATION] = queue
+    if user:
+        annotations[names.REQUESTED_BY_ANNOTATION] = user
+    finalizers = [f for f in as_list(metadata.get("finalizers")) if f != names.ADOPTION_FINALIZER]
+    metadata["finalizers"] = [*finalizers, names.ADOPTION_FINALIZER]
+    return result
+
+
+def _component_name(appwrapper: Mapping[str, Any]) -> str:
+    components = as_list(as_map(appwrapper.get("spec")).get("components"))
+    return objects.name_of(as_map(as_map(components[0]).get("template"))) if components else ""
+
+
+def _adopted_templates(obj: Obj, adapter: KindAdapter, policy: PolicySpec, aw_name: str) -> Obj:
+    """Plumbing, then the gate, the AppWrapper label and the podSet index on every template."""
+    plumbed = engine.plumb(obj, adapter, policy).result
+    result = objects.deep_copy(plumbed)
+    for index, group in enumerate(adapter.pod_groups(result)):
+        template = objects.get(result, group.template_path)
+        if isinstance(template, dict):
+            _gate_template(template, aw_name, index)
+    return result
+
+
+def _gate_template(template: dict[str, Any], aw_name: str, podset: int) -> None:
+    metadata = objects.own_map(template, "metadata")
+    labels = objects.own_map(metadata, "labels")
+    labels.pop(names.QUEUE_LABEL, None)
+    labels[names.APPWRAPPER_LABEL] = aw_name
+    objects.own_map(metadata, "annotations")[PODSET_ANNOTATION] = str(podset)
+    spec = objects.own_map(template, "spec")
+    gates = [g for g in as_list(spec.get("schedulingGates")) if isinstance(g, dict)]
+    if not any(g.get("name") == names.ADMISSION_GATE for g in gates):
+        gates.append({"name": names.ADMISSION_GATE})
+    spec["schedulingGates"] = gates
+
+
+def is_adopted_object(obj: Mapping[str, Any]) -> bool:
+    """Whether admission prepared this object for adoption (pending or done)."""
+    return names.ADOPTION_LABEL in objects.labels_of(obj)
+
+
+# --- admission: UPDATE of an adopted object -------------------------------------------------------
+
+
+def normalize_update(
+    new: Mapping[str, Any], old: Mapping[str, Any], policy: PolicySpec
+) -> Obj | None:
+    """``new`` with the stored spec, when it differs from it only by what admission added; else
+    None (a real change, which goes on to the workload's own webhook unchanged).
+
+    Volcano freezes ``spec.tasks`` after create and the list is atomic, so re-applying the
+    unchanged manifest (client-side apply sends the whole list in a merge patch, server-side
+    apply replaces it) would be denied (adopt-mode.md K6, V5). What admission added is
+    recognised by adding it again: ``new`` gets the same mutation, and what ``new`` leaves out
+    is taken from ``old`` (the workload's own defaults: task names, minAvailable, plugins).
+    """
+    adapter = kinds.find(new.get("apiVersion"), new.get("kind"))
+    if adapter is None or not is_adopted_object(old):
+        return None
+    old_spec = old.get("spec")
+    if not isinstance(old_spec, dict) or new.get("spec") == old_spec:
+        return None
+    aw_name = _appwrapper_of(old, adapter)
+    if not aw_name:
+        return None
+    candidate = objects.deep_copy(dict(new))
+    names_of_old = objects.name_of(old)
+    objects.own_map(candidate, "metadata").setdefault("name", names_of_old)
+    candidate["spec"] = _filled(candidate.get("spec"), old_spec)
+    prepared = _adopted_templates(candidate, adapter, policy, aw_name)
+    if _filled(prepared.get("spec"), old_spec) != old_spec:
+        return None
+    result = objects.deep_copy(dict(new))
+    result["spec"] = objects.deep_copy(old_spec)
+    return result
+
+
+def _appwrapper_of(obj: Mapping[str, Any], adapter: KindAdapter) -> str:
+    for group in adapter.pod_groups(obj):
+        name = objects.labels_of(as_map(group.template)).get(names.APPWRAPPER_LABEL)
+        if name:
+            return name
+    return ""
+
+
+def appwrapper_name_of(obj: Mapping[str, Any]) -> str:
+    """The AppWrapper an adopted object belongs to, as its pod templates name it."""
+    adapter = kinds.find(obj.get("apiVersion"), obj.get("kind"))
+    return _appwrapper_of(obj, adapter) if adapter is not None else ""
+
+
+def _filled(new: Any, old: Any) -> Any:
+    """``new`` with what it leaves out taken from ``old``: map keys it lacks, recursively, and
+    list items position by position where both lists have the same length."""
+    if isinstance(new, dict) and isinstance(old, dict):
+        result = {k: _filled(v, old[k]) if k in old else v for k, v in new.items()}
+        for key, value in old.items():
+            result.setdefault(key, value)
+        return result
+    if isinstance(new, list) and isinstance(old, list) and len(new) == len(old):
+        return [_filled(n, o) for n, o in zip(new, old, strict=True)]
+    return new
+
+
+# --- the controller: the AppWrapper for a stored object -------------------------------------------
+
+
+def unadopted(obj: Mapping[str, Any]) -> Obj:
+    """The stored object without adoption's bookkeeping: what the AppWrapper's component is
+    built from, so that a Job the AppWrapper re-creates (after preemption) starts ungated."""
+    result = objects.deep_copy(dict(obj))
+    metadata = as_map(result.get("metadata"))
+    if isinstance(metadata, dict):
+        _drop(metadata, "labels", (names.ADOPTION_LABEL,))
+        _drop(
+            metadata,
+            "annotations",
+            (names.QUEUE_ANNOTATION, names.REQUESTED_BY_ANNOTATION, names.STATUS_ANNOTATION),
+        )
+        finalizers = [
+            f for f in as_list(metadata.get("finalizers")) if f != names.ADOPTION_FINALIZER
+        ]
+        if finalizers:
+            metadata["finalizers"] = finalizers
+        else:
+            metadata.pop("finalizers", None)
+        metadata.pop("ownerReferences", None)
+    adapter = kinds.find(obj.get("apiVersion"), obj.get("kind"))
+    if adapter is None:
+        return result
+    for group in adapter.pod_groups(result):
+        template = objects.get(result, group.template_path)
+        if not isinstance(template, dict):
+            continue
+        template_meta = template.get("metadata")
+        if isinstance(template_meta, dict):
+            _drop(template_meta, "annotations", (PODSET_ANNOTATION,))
+            if group.template_path.parts:
+                _drop(template_meta, "labels", (names.APPWRAPPER_LABEL,))
+        spec = template.get("spec")
+        if isinstance(spec, dict):
+            gates = [
+                g
+                for g in as_list(spec.get("schedulingGates"))
+                if as_map(g).get("name") != names.ADMISSION_GATE
+            ]
+            if gates:
+                spec["schedulingGates"] = gates
+            else:
+                spec.pop("schedulingGates", None)
+    return result
+
+
+def _drop(metadata: dict[str, Any], field: str, keys: Sequence[str]) -> None:
+    current = metadata.get(field)
+    if not isinstance(current, dict):
+        return
+    for key in keys:
+        current.pop(key, None)
+    if not current:
+        del metadata[field]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the controller creates for an object, or why it cannot."""
+
+    appwrapper: Obj | None
+    errors: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+def plan(stored: Mapping[str, Any], context: engine.Context) -> Plan:
+    """The AppWrapper for a stored object labelled for adoption, checked by the same rules as
+    admission (an object that skipped the webhooks is judged all the same)."""
+    adapter = kinds.find(stored.get("apiVersion"), stored.get("kind"))
+    if adapter is None:
+        return Plan(None, (f"autowrap does not wrap {stored.get('kind')}",))
+    match = context.policies.match(context.namespace, context.namespace_labels)
+    if match is None:
+        return Plan(
+            None, (f"namespace {context.namespace!r} is not covered by any autowrap policy",)
+        )
+    annotations = objects.annotations_of(stored)
+    source = unadopted(stored)
+    queue = annotations.get(names.QUEUE_ANNOTATION)
+    if queue and names.QUEUE_LABEL not in objects.labels_of(source):
+        objects.own_map(objects.own_map(source, "metadata"), "labels")[names.QUEUE_LABEL] = queue
+    user = annotations.get(names.REQUESTED_BY_ANNOTATION, context.user)
+    outcome = engine.wrap(source, adapter, match, engine.Context(
+        policies=context.policies, namespace=context.namespace,
+        namespace_labels=context.namespace_labels, user=user, uid=context.uid,
+    ))  # fmt: skip
+    verdict = outcome.verdict()
+    if verdict.denied or outcome.result is None:
+        return Plan(None, verdict.errors, verdict.warnings)
+    appwrapper = outcome.result
+    metadata = objects.own_map(appwrapper, "metadata")
+    metadata["namespace"] = context.namespace
+    objects.own_map(metadata, "labels")[names.ADOPTED_LABEL] = "true"
+    aw_annotations = objects.own_map(metadata, "annotations")
+    aw_annotations[names.ORIGIN_UID_ANNOTATION] = str(as_map(stored.get("metadata")).get("uid", ""))
+    # Kueue queues a Workload that carries this but never admits it (Kueue >= 0.19,
+    # pkg/workload/workload.go:1282-1299): the hold until the object's ownerReference is set.
+    aw_annotations[names.ADMISSION_GATED_BY_ANNOTATION] = names.ADOPTION_FINALIZER
+    return Plan(appwrapper, (), verdict.warnings)
+
+
+def owner_reference(appwrapper: Mapping[str, Any]) -> dict[str, Any]:
+    """The controller ownerReference the object gets: the AppWrapper controller adopts an
+    existing component only when the controller reference names it (resource_management.go
+    :365-375). ``blockOwnerDeletion`` is left unset: under OwnerReferencesPermissionEnforcement
+    it would need update on ``appwrappers/finalizers`` (adopt-mode.md K4)."""
+    metadata = as_map(appwrapper.get("metadata"))
+    return {
+        "apiVersion": names.APPWRAPPER_API_VERSION,
+        "kind": "AppWrapper",
+        "name": metadata.get("name"),
+        "uid": metadata.get("uid"),
+        "controller": True,
+    }
+
+
+def controller_of(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    for ref in as_list(as_map(obj.get("metadata")).get("ownerReferences")):
+        if as_map(ref).get("controller") is True:
+            return as_map(ref)
+    return None
+
+
+def owns(appwrapper: Mapping[str, Any], obj: Mapping[str, Any]) -> bool:
+    """Whether the AppWrapper was created for this very object (same uid)."""
+    uid = as_map(obj.get("metadata")).get("uid")
+    return bool(uid) and objects.annotations_of(appwrapper).get(names.ORIGIN_UID_ANNOTATION) == uid
+
+
+def phase_of(appwrapper: Mapping[str, Any]) -> str:
+    phase = as_map(appwrapper.get("status")).get("phase")
+    return phase if isinstance(phase, str) else ""
+
+
+def is_terminating(obj: Mapping[str, Any]) -> bool:
+    return bool(as_map(obj.get("metadata")).get("deletionTimestamp"))
+
+
+def may_readopt(appwrapper: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    """An AppWrapper left by an earlier object of the same name may stand for a new one only
+    while it is Suspended with the same spec hash: a GitOps tool re-created the object after
+    the AppWrapper deleted it on preemption (adopt-mode.md §3, "self-heal")."""
+    key = names.SPEC_HASH_ANNOTATION
+    return (
+        phase_of(appwrapper) == "Suspended"
+        and not is_terminating(appwrapper)
+        and as_map(appwrapper.get("spec")).get("suspend") is True
+        and objects.annotations_of(appwrapper).get(key) == objects.annotations_of(wanted).get(key)
+    )
+
+
+# --- the controller: releasing gated pods ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Release:
+    """A gated pod made ready to schedule, or why it stays gated."""
+
+    pod: Obj | None
+    problem: str = ""
+
+
+def is_gated(pod: Mapping[str, Any]) -> bool:
+    return any(
+        as_map(g).get("name") == names.ADMISSION_GATE
+        for g in as_list(as_map(pod.get("spec")).get("schedulingGates"))
+    )
+
+
+def podset_info(appwrapper: Mapping[str, Any], pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """Kueue's placement for the pod's podSet, or None when the pod names no written podSet."""
+    index = objects.annotations_of(pod).get(PODSET_ANNOTATION, "0")
+    if not index.isdigit():
+        return None
+    components = as_list(as_map(appwrapper.get("spec")).get("components"))
+    infos = as_list(as_map(components[0]).get("podSetInfos")) if components else []
+    position = int(index)
+    return as_map(infos[position]) if position < len(infos) else None
+
+
+def release(pod: Mapping[str, Any], info: Mapping[str, Any]) -> Release:
+    """The pod with Kueue's placement applied and autowrap's gate removed, in one update.
+
+    A gated pod accepts new labels, annotations, nodeSelector keys and tolerations and the
+    removal of gates (KEP-3838, ValidatePodUpdate; adopt-mode.md K2); it does not accept a
+    changed nodeSelector value or a new gate (K1). Those conflicts are the ones the AppWrapper
+    controller itself treats as fatal (resource_management.go:258-263), so the pod stays gated
+    and the problem is reported.
+    """
+    result = objects.deep_copy(dict(pod))
+    metadata = objects.own_map(result, "metadata")
+    spec = objects.own_map(result, "spec")
+    problems: list[str] = []
+    for field, target in (("labels", metadata), ("annotations", metadata), ("nodeSelector", spec)):
+        wanted = objects.as_str_map(info.get(field))
+        if not wanted:
+            continue
+        current = objects.own_map(target, field)
+        for k, v in wanted.items():
+            if k in current and current[k] != v:
+                problems.append(f"{field} {k!r} is {current[k]!r} on the pod, Kueue assigns {v!r}")
+            else:
+                current[k] = v
+    tolerations = list(as_list(spec.get("tolerations")))
+    for toleration in as_list(info.get("tolerations")):
+        if toleration not in tolerations:
+            tolerations.append(toleration)
+    if tolerations:
+        spec["tolerations"] = tolerations
+    for gate in as_list(info.get("schedulingGates")):
+        name = as_map(gate).get("name")
+        problems.append(
+            f"Kueue asks for the scheduling gate {name!r} (topology-aware scheduling), which "
+            "cannot be added to an existing pod; set mode: Redirect in the policy for this queue"
+        )
+    if problems:
+        return Release(None, "; ".join(problems))
+    gates = [
+        g
+        for g in as_list(spec.get("schedulingGates"))
+        if as_map(g).get("name") != names.ADMISSION_GATE
+    ]
+    if gates:
+        spec["schedulingGates"] = gates
+    else:
+        spec.pop("schedulingGates", None)
+    return Release(result)
+
+
+def is_admitted(appwrapper: Mapping[str, Any]) -> bool:
+    """Kueue admitted it: ``suspend: false`` with ``podSetInfos`` written in the same update
+    (RunWithPodSetsInfo, appwrapper_controller.go:165-180 in Kueue)."""
+    return as_map(appwrapper.get("spec")).get("suspend") is False and not is_terminating(appwrapper)
+
+
+# --- the controller: deleting ------------------------------------------------------------------------
+
+
+class Deletion(StrEnum):
+    BY_USER = "user"  # delete the AppWrapper too: nothing may be resurrected
+    BY_APPWRAPPER = "appwrapper"  # preemption, reset, TTL: let it go
+
+
+def deletion(appwrapper: Mapping[str, Any] | None, obj: Mapping[str, Any]) -> Deletion:
+    """Who deletes the object, judged from a live read of its AppWrapper (adopt-mode.md §2, 6b):
+    while the AppWrapper is queued, resuming or running, only the user deletes its component;
+    while it is suspending, resetting or finished, the AppWrapper controller does."""
+    if appwrapper is None or is_terminating(appwrapper) or not owns(appwrapper, obj):
+        return Deletion.BY_APPWRAPPER
+    if phase_of(appwrapper) in ACTIVE_PHASES and not (
+        phase_of(appwrapper) in ("Resuming", "Running")
+        and as_map(appwrapper.get("spec")).get("suspend") is True
+    ):
+        return Deletion.BY_USER
+    return Deletion.BY_APPWRAPPER
+
+
+def finalizer_done(appwrapper: Mapping[str, Any] | None) -> bool:
+    """The adoption finalizer stays until the AppWrapper first runs: from then on a missing
+    component makes it fail rather than re-create the object (A5 :261-272)."""
+    if appwrapper is None:
+        return False
+    return phase_of(appwrapper) in ("Running", "Succeeded", "Failed")
+
+
+# --- the controller: reporting ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Status:
+    """What the object's ``autowrap.io/status`` annotation says, and the Event that goes with a
+    change of it (reason, type)."""
+
+    text: str
+    reason: str
+    type: str = "Normal"
+
+
+def status(appwrapper: Mapping[str, Any] | None, *, pending: bool) -> Status:
+    if appwrapper is None:
+        if pending:
+            return Status("waiting for its AppWrapper to be created", "Pending")
+        return Status("its AppWrapper is gone", "AppWrapperGone", "Warning")
+    name = objects.name_of(appwrapper)
+    queue = objects.labels_of(appwrapper).get(names.QUEUE_LABEL, "")
+    phase = phase_of(appwrapper) or "Suspended"
+    suspended = as_map(appwrapper.get("spec")).get("suspend") is True
+    if phase in QUEUED_PHASES and suspended:
+        return Status(
+            f"Queued in LocalQueue {queue!r} (AppWrapper {name}); pods wait, gated, until Kueue admits it",
+            "Queued",
+        )
+    if phase in ("Resuming", "Running") and not suspended:
+        return Status(
+            f"Admitted by Kueue; AppWrapper {name} is {phase}",
+            "Admitted" if phase == "Resuming" else "Running",
+        )
+    if phase == "Suspending" or (phase in ("Resuming", "Running") and suspended):
+        return Status(
+            f"Preempted: AppWrapper {name} is suspending; the object is deleted and re-created "
+            "when Kueue admits it again",
+            "Preempted",
+            "Warning",
+        )
+    if phase == "Resetting":
+        return Status(f"AppWrapper {name} is resetting after a failure", "Resetting", "Warning")
+    if phase == "Succeeded":
+        return Status(f"AppWrapper {name} succeeded", "Succeeded")
+    if phase == "Failed":
+        return Status(f"AppWrapper {name} failed: {_failure(appwrapper)}", "Failed", "Warning")
+    return Status(f"AppWrapper {name} is {phase}", phase)
+
+
+def _failure(appwrapper: Mapping[str, Any]) -> str:
+    for condition in as_list(as_map(appwrapper.get("status")).get("conditions")):
+        condition = as_map(condition)
+        if condition.get("status") == "True" and condition.get("type") in ("Unhealthy", "Failed"):
+            return str(condition.get("message") or condition.get("reason") or "see the AppWrapper")
+    return f"see kubectl describe appwrapper {objects.name_of(appwrapper)}"
+
+
+def pods_of(pods: Sequence[Mapping[str, Any]], aw_name: str) -> list[Mapping[str, Any]]:
+    return [p for p in pods if objects.labels_of(p).get(names.APPWRAPPER_LABEL) == aw_name]
