@@ -66,6 +66,9 @@ class State:
     policy_error: str = ""
     tls: certs.ReloadingContext | None = None
     cluster: KubeClient | None = None
+    # The adopt-mode controller when this process runs one (webhook.controller.Controller; the
+    # webhooks never import that layer, so it is held here untyped).
+    controller: Any = None
     metrics: Metrics = field(init=False)
     listening: bool = False
     draining: bool = False
@@ -316,6 +319,21 @@ async def _connect(kubeconfig: str | None) -> KubeClient | None:
         return None
 
 
+async def _run_controller(state: State, options: Options) -> None:
+    """The adopt-mode controller beside the webhooks; it competes for the Lease itself."""
+    from webhook.controller import Controller, Settings, own_namespace
+
+    assert state.cluster is not None
+    settings = Settings(namespace=own_namespace(options.controller_namespace))
+    if options.controller_identity:
+        settings.identity = options.controller_identity
+    controller = Controller(state.cluster, lambda: state.policies, settings,
+                            observe=lambda s: state.metrics.reconcile_latency.observe(s))  # fmt: skip
+    state.metrics.follow_controller(controller.stats)
+    state.controller = controller
+    await controller.run()
+
+
 # --- running -----------------------------------------------------------------------------------
 
 
@@ -330,6 +348,8 @@ class Options:
     use_cluster: bool = True
     # Run the adopt-mode controller (SPEC section 11) whenever there is API access.
     controller: bool = True
+    controller_namespace: str | None = None
+    controller_identity: str | None = None
     reload_interval: float = 5.0
     drain_timeout: float = 25.0
 
@@ -408,6 +428,8 @@ async def start(options: Options) -> Running:
         asyncio.create_task(_every(options.reload_interval, lambda: reload_policies(state))),
         asyncio.create_task(_every(options.reload_interval, lambda: reload_certificates(state))),
     ]
+    if options.controller and state.cluster is not None:
+        tasks.append(asyncio.create_task(_run_controller(state, options)))
     running = Running(state, options, runner, metrics_runner, site, tasks)
     fields = {"port": running.port, "metrics_port": running.metrics_port,
               "policies": [p.name for p in policies.policies]}  # fmt: skip

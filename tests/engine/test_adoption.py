@@ -1,0 +1,370 @@
+"""Adopt mode's pure core: what admission stores, what the controller builds and decides."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from tests.builders import context, pod, policy, spec_of, volcano_job
+from webhook import adoption, engine, names, objects
+
+GATE = {"name": names.ADMISSION_GATE}
+
+
+def _prepared(obj: dict[str, Any], *, user: str = "alice", ns: str = "ml") -> dict[str, Any]:
+    obj = copy.deepcopy(obj)
+    obj.setdefault("metadata", {})["namespace"] = ns
+    outcome = engine.admit(obj, context(ns=ns, uid="uid-1", user=user))
+    assert outcome.action is engine.Action.WRAP, outcome.reason
+    return adoption.prepare(obj, outcome, user=user)
+
+
+def _stored(prepared: dict[str, Any], uid: str = "job-uid") -> dict[str, Any]:
+    """What the apiserver stores: server fields and Volcano's defaults added."""
+    stored = copy.deepcopy(prepared)
+    stored["metadata"].update(
+        uid=uid, resourceVersion="7", creationTimestamp="2026-11-23T00:00:00Z"
+    )
+    stored["spec"].setdefault("queue", "default")
+    stored["spec"].setdefault("maxRetry", 3)
+    for task in stored["spec"].get("tasks", []):
+        task.setdefault("minAvailable", task.get("replicas", 1))
+    stored["spec"].setdefault("minAvailable", sum(t["replicas"] for t in stored["spec"]["tasks"]))
+    return stored
+
+
+def _job() -> dict[str, Any]:
+    return (
+        volcano_job("train")
+        .queue("gpu-queue")
+        .task("master", replicas=1, gpus=8)
+        .task("worker", replicas=3, gpus=8)
+        .build()
+    )
+
+
+# --- admission: CREATE ----------------------------------------------------------------------
+
+
+def test_every_pod_template_is_gated_labelled_and_indexed() -> None:
+    prepared = _prepared(_job())
+
+    for index, task in enumerate(prepared["spec"]["tasks"]):
+        template = task["template"]
+        assert GATE in template["spec"]["schedulingGates"]
+        assert template["metadata"]["labels"][names.APPWRAPPER_LABEL] == "train"
+        assert template["metadata"]["annotations"][adoption.PODSET_ANNOTATION] == str(index)
+        assert names.QUEUE_LABEL not in template["metadata"]["labels"]
+        env = {e["name"] for e in template["spec"]["containers"][0]["env"]}
+        assert {"MASTER_ADDR", "WORLD_SIZE", "NNODES", "RANK"} <= env
+
+
+def test_the_object_is_marked_pending_with_a_finalizer_and_its_queue_and_user() -> None:
+    prepared = _prepared(_job(), user="alice")
+
+    metadata = prepared["metadata"]
+    assert metadata["labels"][names.ADOPTION_LABEL] == names.ADOPTION_PENDING
+    assert metadata["finalizers"] == [names.ADOPTION_FINALIZER]
+    assert metadata["annotations"][names.QUEUE_ANNOTATION] == "gpu-queue"
+    assert metadata["annotations"][names.REQUESTED_BY_ANNOTATION] == "alice"
+    # A Volcano Job keeps its own queue label: Kueue never reads Volcano Jobs.
+    assert metadata["labels"][names.QUEUE_LABEL] == "gpu-queue"
+
+
+def test_a_pod_loses_its_queue_label_so_kueue_does_not_queue_it_twice() -> None:
+    prepared = _prepared(pod("solo").queue("q").wrap().build())
+
+    assert names.QUEUE_LABEL not in prepared["metadata"]["labels"]
+    assert prepared["metadata"]["annotations"][names.QUEUE_ANNOTATION] == "q"
+    assert GATE in prepared["spec"]["schedulingGates"]
+    assert prepared["metadata"]["labels"][names.APPWRAPPER_LABEL] == "solo"
+    assert prepared["spec"]["hostname"] == "solo"
+
+
+def test_a_generate_name_object_is_named_at_admission() -> None:
+    job = volcano_job("x").generate_name("train-").build()
+
+    prepared = _prepared(job)
+
+    name = prepared["metadata"]["name"]
+    assert name.startswith("train-") and "generateName" not in prepared["metadata"]
+    labels = prepared["spec"]["tasks"][0]["template"]["metadata"]["labels"]
+    assert labels[names.APPWRAPPER_LABEL] == name
+
+
+def test_preparing_twice_changes_nothing_and_validation_accepts_the_prepared_object() -> None:
+    prepared = _prepared(_job())
+
+    outcome = engine.admit(copy.deepcopy(prepared), context(ns="ml", uid="uid-2", user="alice"))
+
+    assert outcome.action is engine.Action.WRAP
+    assert not outcome.verdict().denied, outcome.verdict().errors
+    assert adoption.prepare(prepared, outcome, user="alice") == prepared
+
+
+def test_validation_of_a_prepared_pod_is_not_skipped_for_its_appwrapper_label() -> None:
+    bad = pod("solo").wrap().env("MASTER_PORT", "1").build()
+    bad["metadata"]["namespace"] = "ml"
+    outcome = engine.admit(bad, context(ns="ml"))
+    prepared = adoption.prepare(bad, outcome, user="")
+
+    again = engine.admit(prepared, context(ns="ml"))
+
+    assert again.action is engine.Action.WRAP
+    assert any("MASTER_PORT" in e for e in again.verdict().errors)
+
+
+# --- admission: UPDATE -----------------------------------------------------------------------
+
+
+def _reapplied(manifest: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
+    """What a client-side ``kubectl apply`` of the manifest asks the apiserver to store: the
+    stored object with the manifest's atomic ``spec.tasks`` (a JSON merge patch)."""
+    new = copy.deepcopy(stored)
+    new["spec"]["tasks"] = copy.deepcopy(manifest["spec"]["tasks"])
+    return new
+
+
+def test_reapplying_the_unchanged_manifest_gets_the_stored_spec_back() -> None:
+    manifest = _job()
+    stored = _stored(_prepared(manifest))
+
+    normalized = adoption.normalize_update(_reapplied(manifest, stored), stored, spec_of())
+
+    assert normalized is not None
+    assert normalized["spec"] == stored["spec"]
+
+
+def test_server_side_apply_of_the_unchanged_manifest_is_normalized_too() -> None:
+    manifest = _job()
+    stored = _stored(_prepared(manifest))
+    applied = copy.deepcopy(stored)
+    applied["spec"] = {**stored["spec"], **copy.deepcopy(manifest["spec"])}
+
+    normalized = adoption.normalize_update(applied, stored, spec_of())
+
+    assert normalized is not None and normalized["spec"] == stored["spec"]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda t: t[1].update(replicas=5),
+        lambda t: t[0]["template"]["spec"]["containers"][0].update(image="other:2"),
+        lambda t: t.append(
+            {"name": "extra", "replicas": 1, "template": copy.deepcopy(t[0]["template"])}
+        ),
+    ],
+    ids=["replicas", "image", "new task"],
+)
+def test_a_real_change_reaches_volcano_unchanged(change: Any) -> None:
+    manifest = _job()
+    stored = _stored(_prepared(manifest))
+    edited = copy.deepcopy(manifest)
+    change(edited["spec"]["tasks"])
+
+    assert adoption.normalize_update(_reapplied(edited, stored), stored, spec_of()) is None
+
+
+def test_objects_autowrap_did_not_prepare_are_left_to_their_own_webhooks() -> None:
+    manifest = _job()
+    stored = _stored(manifest)
+
+    assert adoption.normalize_update(_reapplied(manifest, stored), stored, spec_of()) is None
+
+
+# --- the controller: the AppWrapper ------------------------------------------------------------
+
+
+def test_the_appwrapper_is_built_from_the_stored_object_without_adoption_bookkeeping() -> None:
+    stored = _stored(_prepared(_job()))
+
+    plan = adoption.plan(stored, context(ns="ml"))
+
+    assert plan.errors == ()
+    appwrapper = plan.appwrapper
+    assert appwrapper is not None
+    annotations = appwrapper["metadata"]["annotations"]
+    assert annotations[names.ADMISSION_GATED_BY_ANNOTATION] == names.ADOPTION_FINALIZER
+    assert annotations[names.ORIGIN_UID_ANNOTATION] == "job-uid"
+    assert annotations[names.REQUESTED_BY_ANNOTATION] == "alice"
+    assert appwrapper["metadata"]["labels"][names.QUEUE_LABEL] == "gpu-queue"
+    assert appwrapper["metadata"]["labels"][names.ADOPTED_LABEL] == "true"
+    assert appwrapper["spec"]["suspend"] is True
+    component = appwrapper["spec"]["components"][0]
+    assert [p["replicas"] for p in component["podSets"]] == [1, 3]
+    job = component["template"]
+    assert names.ADOPTION_LABEL not in job["metadata"].get("labels", {})
+    assert "finalizers" not in job["metadata"] and "uid" not in job["metadata"]
+    for task in job["spec"]["tasks"]:
+        assert "schedulingGates" not in task["template"]["spec"]
+        assert adoption.PODSET_ANNOTATION not in task["template"]["metadata"].get("annotations", {})
+
+
+def test_the_same_manifest_created_again_has_the_same_spec_hash() -> None:
+    first = adoption.plan(_stored(_prepared(_job()), uid="a"), context(ns="ml"))
+    second = adoption.plan(_stored(_prepared(_job()), uid="b"), context(ns="ml"))
+
+    assert first.appwrapper is not None and second.appwrapper is not None
+    hash_key = names.SPEC_HASH_ANNOTATION
+    assert (
+        first.appwrapper["metadata"]["annotations"][hash_key]
+        == second.appwrapper["metadata"]["annotations"][hash_key]
+    )
+
+
+def test_an_object_that_skipped_the_webhooks_is_judged_all_the_same() -> None:
+    forged = _stored(_prepared(_job()))
+    forged["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["env"].append(
+        {"name": "NCCL_SECRET", "value": "x"}
+    )
+
+    plan = adoption.plan(forged, context(policy().reserved_env("NCCL_SECRET"), ns="ml"))
+
+    assert plan.appwrapper is None
+    assert any("NCCL_SECRET" in e for e in plan.errors)
+
+
+def test_an_uncovered_namespace_is_not_adopted() -> None:
+    stored = _stored(_prepared(_job()))
+
+    plan = adoption.plan(stored, context(policy().names("other"), ns="ml"))
+
+    assert plan.appwrapper is None and "not covered" in plan.errors[0]
+
+
+def test_readoption_needs_a_suspended_appwrapper_with_the_same_spec() -> None:
+    plan = adoption.plan(_stored(_prepared(_job())), context(ns="ml"))
+    assert plan.appwrapper is not None
+    earlier = copy.deepcopy(plan.appwrapper)
+    earlier["status"] = {"phase": "Suspended"}
+
+    assert adoption.may_readopt(earlier, plan.appwrapper)
+    running = copy.deepcopy(earlier)
+    running["status"]["phase"] = "Succeeded"
+    assert not adoption.may_readopt(running, plan.appwrapper)
+    other = copy.deepcopy(earlier)
+    other["metadata"]["annotations"][names.SPEC_HASH_ANNOTATION] = "different"
+    assert not adoption.may_readopt(other, plan.appwrapper)
+
+
+# --- the controller: releasing pods ---------------------------------------------------------------
+
+
+def _gated_pod(**spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "train-worker-0",
+            "labels": {"app": "x"},
+            "annotations": {adoption.PODSET_ANNOTATION: "1"},
+        },  # fmt: skip
+        "spec": {"schedulingGates": [GATE, {"name": "other.io/gate"}], **spec},
+    }
+
+
+INFO = {
+    "labels": {"kueue.x-k8s.io/podset": "train-1"},
+    "annotations": {"a": "b"},
+    "nodeSelector": {"cloud.example/pool": "a100"},
+    "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+}
+
+
+def test_release_applies_kueues_placement_and_removes_only_autowraps_gate() -> None:
+    released = adoption.release(_gated_pod(), INFO)
+
+    pod_ = released.pod
+    assert pod_ is not None and released.problem == ""
+    assert pod_["metadata"]["labels"] == {"app": "x", "kueue.x-k8s.io/podset": "train-1"}
+    assert pod_["metadata"]["annotations"]["a"] == "b"
+    assert pod_["spec"]["nodeSelector"] == {"cloud.example/pool": "a100"}
+    assert pod_["spec"]["tolerations"] == INFO["tolerations"]
+    assert pod_["spec"]["schedulingGates"] == [{"name": "other.io/gate"}]
+
+
+def test_a_conflicting_node_selector_leaves_the_pod_gated_and_says_why() -> None:
+    released = adoption.release(_gated_pod(nodeSelector={"cloud.example/pool": "h100"}), INFO)
+
+    assert released.pod is None
+    assert "'cloud.example/pool' is 'h100' on the pod, Kueue assigns 'a100'" in released.problem
+
+
+def test_a_topology_gate_cannot_be_added_and_redirect_is_advised() -> None:
+    released = adoption.release(
+        _gated_pod(), {"schedulingGates": [{"name": "kueue.x-k8s.io/topology"}]}
+    )
+
+    assert released.pod is None and "mode: Redirect" in released.problem
+
+
+def test_the_podset_annotation_picks_the_podset_info() -> None:
+    appwrapper = {
+        "spec": {"components": [{"podSetInfos": [{"labels": {"i": "0"}}, {"labels": {"i": "1"}}]}]}
+    }
+
+    assert adoption.podset_info(appwrapper, _gated_pod()) == {"labels": {"i": "1"}}
+    missing = copy.deepcopy(_gated_pod())
+    missing["metadata"]["annotations"][adoption.PODSET_ANNOTATION] = "5"
+    assert adoption.podset_info(appwrapper, missing) is None
+
+
+# --- the controller: deletes and status ------------------------------------------------------------
+
+
+def _aw(
+    phase: str, *, suspend: bool = True, uid: str = "job-uid", deleting: bool = False
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": "train", "annotations": {names.ORIGIN_UID_ANNOTATION: uid}}
+    if deleting:
+        metadata["deletionTimestamp"] = "2026-11-23T00:00:00Z"
+    return {"metadata": metadata, "spec": {"suspend": suspend}, "status": {"phase": phase}}
+
+
+JOB = {"metadata": {"name": "train", "uid": "job-uid"}}
+
+
+@pytest.mark.parametrize(
+    ("appwrapper", "who"),
+    [
+        (_aw(""), adoption.Deletion.BY_USER),
+        (_aw("Suspended"), adoption.Deletion.BY_USER),
+        (_aw("Resuming", suspend=False), adoption.Deletion.BY_USER),
+        (_aw("Running", suspend=False), adoption.Deletion.BY_USER),
+        (_aw("Running", suspend=True), adoption.Deletion.BY_APPWRAPPER),
+        (_aw("Suspending"), adoption.Deletion.BY_APPWRAPPER),
+        (_aw("Resetting", suspend=False), adoption.Deletion.BY_APPWRAPPER),
+        (_aw("Succeeded", suspend=False), adoption.Deletion.BY_APPWRAPPER),
+        (_aw("Failed", suspend=False), adoption.Deletion.BY_APPWRAPPER),
+        (_aw("Running", suspend=False, deleting=True), adoption.Deletion.BY_APPWRAPPER),
+        (_aw("Suspended", uid="someone-else"), adoption.Deletion.BY_APPWRAPPER),
+        (None, adoption.Deletion.BY_APPWRAPPER),
+    ],
+)
+def test_who_deletes_the_object_is_told_by_its_appwrappers_phase(
+    appwrapper: dict[str, Any] | None, who: adoption.Deletion
+) -> None:
+    assert adoption.deletion(appwrapper, JOB) is who
+
+
+def test_the_finalizer_stays_until_the_appwrapper_first_runs() -> None:
+    assert not adoption.finalizer_done(_aw("Suspended"))
+    assert not adoption.finalizer_done(_aw("Resuming", suspend=False))
+    assert adoption.finalizer_done(_aw("Running", suspend=False))
+    assert not adoption.finalizer_done(None)
+
+
+def test_the_status_says_why_pods_wait() -> None:
+    queued = _aw("Suspended")
+    queued["metadata"]["labels"] = {names.QUEUE_LABEL: "gpu-queue"}
+
+    assert "Queued in LocalQueue 'gpu-queue'" in adoption.status(queued, pending=False).text
+    assert adoption.status(_aw("Running", suspend=False), pending=False).reason == "Running"
+    preempted = adoption.status(_aw("Running", suspend=True), pending=False)
+    assert preempted.reason == "Preempted" and preempted.type == "Warning"
+    assert (
+        objects.name_of(queued) in adoption.status(_aw("Failed", suspend=False), pending=False).text
+    )

@@ -1,0 +1,63 @@
+"""One active controller among the replicas, through a ``coordination.k8s.io/v1`` Lease.
+
+The official client's leader election (``kubernetes.aio.leaderelection``) runs the loop; its
+``LeaseLock.create`` passes ``pretty=True``, which the client's own parameter validation
+refuses in version 37, so no replica could ever create the Lease. ``_LeaseLock`` creates it
+without that argument and leaves everything else to the library.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from kubernetes.aio import client
+from kubernetes.aio.client.exceptions import ApiException
+from kubernetes.aio.leaderelection import electionconfig, leaderelection
+from kubernetes.aio.leaderelection.resourcelock.leaselock import LeaseLock
+
+log = logging.getLogger("autowrap")
+
+
+class _LeaseLock(LeaseLock):
+    async def create(self, name: str, namespace: str, election_record: Any) -> bool:
+        body = client.V1Lease(
+            metadata=client.V1ObjectMeta(name=name), spec=self.update_lease(election_record)
+        )
+        try:
+            await self.api_instance.create_namespaced_lease(namespace, body)
+        except ApiException as exc:
+            log.info("lease not created", extra={"fields": {"status": exc.status}})
+            return False
+        return True
+
+
+async def lead(
+    api_client: Any,
+    *,
+    name: str,
+    namespace: str,
+    identity: str,
+    work: Callable[[], Coroutine[Any, Any, None]],
+    lease_seconds: float = 15.0,
+    renew_seconds: float = 10.0,
+    retry_seconds: float = 2.0,
+) -> None:
+    """Run ``work`` whenever this replica holds the Lease, until cancelled; ``work`` is
+    cancelled as soon as the Lease is lost, and the election starts over."""
+    lock = _LeaseLock(name, namespace, identity, api_client)
+
+    async def stopped() -> None:
+        log.info("controller lost its lease", extra={"fields": {"identity": identity}})
+
+    while True:
+        config = electionconfig.Config(
+            lock, lease_seconds, renew_seconds, retry_seconds, work, stopped
+        )
+        election = leaderelection.LeaderElection(config)
+        with contextlib.suppress(ApiException):
+            await election.run()
+        await asyncio.sleep(retry_seconds)

@@ -1,0 +1,387 @@
+"""One reconcile: everything the controller does for one AppWrapper name, from what is stored.
+
+The key is ``(namespace, AppWrapper name)``: the adopted object's pod templates name their
+AppWrapper, the AppWrapper keeps that name, and its pods carry it as a label, so every event
+of the three maps to the same key. Each step reads the informers' copies (and the API itself
+where a stale copy would do harm: who deletes an object, whether an AppWrapper exists), decides
+with the pure functions of ``webhook.adoption``, and writes with a precondition or in an
+idempotent form, so that a repeat, a restart or a second replica never does a step twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from webhook import adoption, engine, names, objects
+from webhook.controller.events import Recorder
+from webhook.kube import (
+    APPWRAPPERS,
+    JSON_PATCH,
+    AlreadyExists,
+    ApiFailure,
+    Conflict,
+    Kind,
+    KubeClient,
+)
+from webhook.policy import PolicySet
+
+log = logging.getLogger("autowrap")
+
+Key = tuple[str, str]
+Obj = dict[str, Any]
+API_TIMEOUT = 30.0
+# How long to wait before looking again at something that waits on another party (an earlier
+# AppWrapper to go, Kueue to write podSetInfos); the watch usually wakes the key sooner.
+WAIT = 5.0
+
+
+@dataclass
+class Result:
+    """What a reconcile asks of the queue: look again after ``requeue`` seconds (None: only on
+    the next event)."""
+
+    requeue: float | None = None
+
+
+class Counters:
+    """What the reconciler did, for the metrics (the shell owns the Prometheus objects)."""
+
+    def __init__(self) -> None:
+        self.adopted = 0
+        self.released = 0
+        self.failed: dict[str, int] = {}
+
+    def fail(self, step: str) -> None:
+        self.failed[step] = self.failed.get(step, 0) + 1
+
+
+class Reconciler:
+    def __init__(
+        self,
+        api: KubeClient,
+        policies: Callable[[], PolicySet],
+        recorder: Recorder,
+        *,
+        objects_of: Callable[[Key], Sequence[Obj]],
+        pods_of: Callable[[Key], Sequence[Obj]],
+        appwrapper_of: Callable[[Key], Obj | None],
+        kinds: Mapping[tuple[str, str], Kind],
+        counters: Counters | None = None,
+    ) -> None:
+        self._api = api
+        self._policies = policies
+        self._recorder = recorder
+        self._objects_of = objects_of
+        self._pods_of = pods_of
+        self._appwrapper_of = appwrapper_of
+        self._kinds = kinds
+        self._origins = {f"{k.kind}.{k.group}" if k.group else k.kind: k for k in kinds.values()}
+        self.counters = counters or Counters()
+
+    async def reconcile(self, key: Key) -> Result:
+        namespace, aw_name = key
+        appwrapper = self._appwrapper_of(key)
+        result = Result()
+        live_objects = []
+        for obj in self._objects_of(key):
+            if adoption.is_terminating(obj):
+                if names.ADOPTION_FINALIZER in _finalizers(obj):
+                    await self._finish_delete(obj, key)
+                continue
+            live_objects.append(obj)
+            if objects.labels_of(obj).get(names.ADOPTION_LABEL) == names.ADOPTION_PENDING:
+                step = await self._adopt(obj, appwrapper, key)
+                appwrapper = step.appwrapper
+                if step.requeue is not None:
+                    result.requeue = step.requeue
+            else:
+                appwrapper = await self._keep_adopted(obj, appwrapper)
+        admitted = appwrapper is not None and adoption.is_admitted(appwrapper)
+        if admitted and await self._release(appwrapper or {}, live_objects, key):
+            result.requeue = WAIT
+        if appwrapper is not None and not live_objects:
+            await self._collect_orphan(appwrapper, key)
+        return result
+
+    # --- 1. adopt ------------------------------------------------------------------------------
+
+    @dataclass
+    class _Adopted:
+        appwrapper: Obj | None
+        requeue: float | None = None
+
+    async def _adopt(self, obj: Obj, appwrapper: Obj | None, key: Key) -> Reconciler._Adopted:
+        namespace, aw_name = key
+        owner = adoption.controller_of(obj)
+        if owner is not None and owner.get("name") != aw_name:
+            await self._report_failure(obj, [
+                f"it is controlled by {owner.get('kind')} {owner.get('name')!r}; objects that "
+                "belong to a controller are not wrapped"])  # fmt: skip
+            return self._Adopted(appwrapper)
+        labels = await self._api.namespace_labels(namespace, timeout=API_TIMEOUT)
+        context = engine.Context(
+            policies=self._policies(),
+            namespace=namespace,
+            namespace_labels=labels,
+            uid=str((obj.get("metadata") or {}).get("uid") or ""),
+        )
+        plan = adoption.plan(obj, context)
+        if plan.appwrapper is None:
+            await self._report_failure(obj, plan.errors)
+            return self._Adopted(appwrapper)
+        wanted = plan.appwrapper
+        if objects.name_of(wanted) != aw_name:
+            await self._report_failure(obj, [
+                f"its pod templates name AppWrapper {aw_name!r} but its name gives "
+                f"{objects.name_of(wanted)!r}; create it again"])  # fmt: skip
+            return self._Adopted(appwrapper)
+        if appwrapper is None:
+            appwrapper = await self._api.get(APPWRAPPERS, namespace, aw_name, timeout=API_TIMEOUT)
+        if appwrapper is None:
+            try:
+                appwrapper = await self._api.create(
+                    APPWRAPPERS, namespace, wanted, timeout=API_TIMEOUT
+                )
+            except AlreadyExists:
+                return self._Adopted(None, requeue=0.0)  # another replica was first: look again
+            except ApiFailure as exc:
+                if (
+                    exc.status is not None
+                    and 400 <= exc.status < 500
+                    and exc.status not in (408, 429)
+                ):
+                    await self._report_failure(obj, [f"the AppWrapper was refused: {exc.message}"])
+                    return self._Adopted(None)
+                raise
+        elif not adoption.owns(appwrapper, obj):
+            if adoption.may_readopt(appwrapper, wanted):
+                appwrapper = await self._readopt(appwrapper, obj)
+            else:
+                await self._wait_for_earlier(obj, appwrapper)
+                return self._Adopted(appwrapper, requeue=WAIT)
+        await self._set_owner(obj, appwrapper)
+        appwrapper = await self._lift_hold(appwrapper)
+        self.counters.adopted += 1
+        await self._recorder.emit(
+            obj, "Adopted", f"AppWrapper {namespace}/{aw_name} stands for it in Kueue's queue "
+            f"{objects.labels_of(appwrapper).get(names.QUEUE_LABEL, '')!r}",
+        )  # fmt: skip
+        for warning in plan.warnings:
+            await self._recorder.emit(obj, "AdmissionWarning", warning, warning=True)
+        return self._Adopted(appwrapper)
+
+    async def _readopt(self, appwrapper: Obj, obj: Obj) -> Obj:
+        """The AppWrapper now stands for the re-created object (same spec, new uid)."""
+        uid = str((obj.get("metadata") or {}).get("uid") or "")
+        patch = [
+            {"op": "test", "path": "/metadata/resourceVersion",
+             "value": (appwrapper.get("metadata") or {}).get("resourceVersion")},
+            {"op": "replace", "path": _annotation_path(names.ORIGIN_UID_ANNOTATION), "value": uid},
+        ]  # fmt: skip
+        namespace, name = _namespace_name(appwrapper)
+        return await self._api.patch(APPWRAPPERS, namespace, name, patch, timeout=API_TIMEOUT,
+                                     content_type=JSON_PATCH)  # fmt: skip
+
+    async def _wait_for_earlier(self, obj: Obj, appwrapper: Obj) -> None:
+        namespace, name = _namespace_name(appwrapper)
+        phase = adoption.phase_of(appwrapper) or "new"
+        if adoption.is_terminating(appwrapper):
+            state = "is being deleted"
+            advice = "it waits until that AppWrapper is gone"
+        else:
+            state = f"is {phase}"
+            advice = (
+                f"delete it (kubectl delete appwrapper {name} -n {namespace}) to run this one, "
+                "or give this object another name"
+            )
+        text = (
+            f"AppWrapper {namespace}/{name} of an earlier object of the same name {state}; {advice}"
+        )
+        await self._set_status(obj, adoption.Status(text, "WaitingForEarlierAppWrapper", "Warning"))
+
+    async def _set_owner(self, obj: Obj, appwrapper: Obj) -> None:
+        """The object's controller reference and the adopted label, in one write that fails
+        if the object changed since it was read."""
+        kind = self._kind_of(obj)
+        assert kind is not None
+        metadata = obj.get("metadata") or {}
+        reference = adoption.owner_reference(appwrapper)
+        others = [
+            r
+            for r in metadata.get("ownerReferences") or []
+            if not r.get("controller") and r.get("uid") != reference["uid"]
+        ]
+        labels = dict(metadata.get("labels") or {})
+        labels[names.ADOPTION_LABEL] = names.ADOPTION_ADOPTED
+        patch = {
+            "metadata": {
+                "resourceVersion": metadata.get("resourceVersion"),
+                "ownerReferences": [*others, reference],
+                "labels": labels,
+            }
+        }
+        namespace, name = _namespace_name(obj)
+        await self._api.patch(kind, namespace, name, patch, timeout=API_TIMEOUT)
+
+    async def _lift_hold(self, appwrapper: Obj) -> Obj:
+        """Kueue may admit the AppWrapper once the object names it as its controller; the hold
+        can only be removed, never added back (validation_admissiongatedby.go:36-88)."""
+        if names.ADMISSION_GATED_BY_ANNOTATION not in objects.annotations_of(appwrapper):
+            return appwrapper
+        patch = {"metadata": {"annotations": {names.ADMISSION_GATED_BY_ANNOTATION: None}}}
+        namespace, name = _namespace_name(appwrapper)
+        return await self._api.patch(APPWRAPPERS, namespace, name, patch, timeout=API_TIMEOUT)
+
+    async def _keep_adopted(self, obj: Obj, appwrapper: Obj | None) -> Obj | None:
+        """An adopted object: hold lifted, finalizer dropped once running, status current."""
+        if appwrapper is not None and adoption.owns(appwrapper, obj):
+            appwrapper = await self._lift_hold(appwrapper)
+        if names.ADOPTION_FINALIZER in _finalizers(obj) and adoption.finalizer_done(appwrapper):
+            await self._drop_finalizer(obj)
+        status = adoption.status(
+            appwrapper if appwrapper is None or adoption.owns(appwrapper, obj) else None,
+            pending=False,
+        )
+        await self._set_status(obj, status)
+        return appwrapper
+
+    # --- 2. release ----------------------------------------------------------------------------
+
+    async def _release(self, appwrapper: Obj, owners: Sequence[Obj], key: Key) -> bool:
+        """Release the gated pods of an admitted AppWrapper; True when some must wait (Kueue
+        has not written their podSet's placement yet, or an update lost a race)."""
+        if not any(adoption.owns(appwrapper, o) for o in owners) and owners:
+            return False
+        waiting = False
+        for pod in self._pods_of(key):
+            if not adoption.is_gated(pod) or adoption.is_terminating(pod):
+                continue
+            info = adoption.podset_info(appwrapper, pod)
+            if info is None:
+                waiting = True
+                continue
+            released = adoption.release(pod, info)
+            if released.pod is None:
+                await self._report_release_problem(owners, pod, released.problem)
+                continue
+            namespace, name = _namespace_name(pod)
+            try:
+                await self._api.replace(_PODS, released.pod, timeout=API_TIMEOUT)
+            except Conflict:
+                waiting = True  # the pod changed since the cache saw it: the watch brings it back
+                continue
+            except ApiFailure as exc:
+                if exc.status == 404:
+                    continue
+                raise
+            self.counters.released += 1
+        return waiting
+
+    async def _report_release_problem(self, owners: Sequence[Obj], pod: Obj, problem: str) -> None:
+        self.counters.fail("release")
+        message = f"pod {objects.name_of(pod)} stays gated: {problem}"
+        for owner in owners:
+            await self._recorder.emit(owner, "ReleaseFailed", message, warning=True)
+        await self._recorder.emit(pod, "ReleaseFailed", message, warning=True)
+
+    # --- 3. delete -----------------------------------------------------------------------------
+
+    async def _finish_delete(self, obj: Obj, key: Key) -> None:
+        """Who deletes the object decides from a live read, never from a cached copy: a user's
+        delete takes the AppWrapper along, the AppWrapper controller's own is let through."""
+        namespace, aw_name = key
+        live = await self._api.get(APPWRAPPERS, namespace, aw_name, timeout=API_TIMEOUT)
+        if adoption.deletion(live, obj) is adoption.Deletion.BY_USER and live is not None:
+            uid = str((live.get("metadata") or {}).get("uid") or "")
+            await self._api.delete(APPWRAPPERS, namespace, aw_name, uid=uid, timeout=API_TIMEOUT)
+            await self._recorder.emit(
+                obj, "Deleted", f"deleted with its AppWrapper {namespace}/{aw_name}, which was "
+                f"{adoption.phase_of(live) or 'queued'}",
+            )  # fmt: skip
+        await self._drop_finalizer(obj)
+
+    async def _collect_orphan(self, appwrapper: Obj, key: Key) -> None:
+        """An AppWrapper whose object the user deleted after it ran: the AppWrapper fails on the
+        missing component (A5 :261-272) and must not stay as if it had something to say."""
+        if not objects.labels_of(appwrapper).get(names.ADOPTED_LABEL):
+            return
+        if adoption.is_terminating(appwrapper) or not _missing_component(appwrapper):
+            return
+        origin = objects.annotations_of(appwrapper).get(names.ORIGIN_KIND_ANNOTATION, "")
+        name = objects.annotations_of(appwrapper).get(names.ORIGIN_NAME_ANNOTATION, "")
+        kind = self._origins.get(origin)
+        if kind is None:
+            return
+        namespace, aw_name = key
+        live = await self._api.get(kind, namespace, name, timeout=API_TIMEOUT)
+        if live is not None and adoption.owns(appwrapper, live):
+            return
+        uid = str((appwrapper.get("metadata") or {}).get("uid") or "")
+        await self._api.delete(APPWRAPPERS, namespace, aw_name, uid=uid, timeout=API_TIMEOUT)
+
+    async def _drop_finalizer(self, obj: Obj) -> None:
+        kind = self._kind_of(obj)
+        assert kind is not None
+        metadata = obj.get("metadata") or {}
+        finalizers = [f for f in _finalizers(obj) if f != names.ADOPTION_FINALIZER]
+        patch = {"metadata": {"resourceVersion": metadata.get("resourceVersion"),
+                              "finalizers": finalizers or None}}  # fmt: skip
+        namespace, name = _namespace_name(obj)
+        try:
+            await self._api.patch(kind, namespace, name, patch, timeout=API_TIMEOUT)
+        except ApiFailure as exc:
+            if exc.status != 404:
+                raise
+
+    # --- 4. report -----------------------------------------------------------------------------
+
+    def _kind_of(self, obj: Mapping[str, Any]) -> Kind | None:
+        return self._kinds.get((str(obj.get("apiVersion")), str(obj.get("kind"))))
+
+    async def _report_failure(self, obj: Obj, errors: Sequence[str]) -> None:
+        self.counters.fail("adopt")
+        text = "not adopted: " + "; ".join(errors)
+        await self._set_status(obj, adoption.Status(text, "AdoptionFailed", "Warning"))
+
+    async def _set_status(self, obj: Obj, status: adoption.Status) -> None:
+        if objects.annotations_of(obj).get(names.STATUS_ANNOTATION) == status.text:
+            return
+        kind = self._kind_of(obj)
+        assert kind is not None
+        namespace, name = _namespace_name(obj)
+        patch = {"metadata": {"annotations": {names.STATUS_ANNOTATION: status.text}}}
+        try:
+            await self._api.patch(kind, namespace, name, patch, timeout=API_TIMEOUT)
+        except ApiFailure as exc:
+            if exc.status != 404:
+                raise
+            return
+        await self._recorder.emit(obj, status.reason, status.text, warning=status.type == "Warning")
+
+
+_PODS = Kind("", "v1", "pods", "Pod")
+
+
+def _finalizers(obj: Mapping[str, Any]) -> list[str]:
+    return [str(f) for f in (obj.get("metadata") or {}).get("finalizers") or []]
+
+
+def _namespace_name(obj: Mapping[str, Any]) -> tuple[str, str]:
+    metadata = obj.get("metadata") or {}
+    return str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
+
+
+def _annotation_path(key: str) -> str:
+    return "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1")
+
+
+def _missing_component(appwrapper: Mapping[str, Any]) -> bool:
+    if adoption.phase_of(appwrapper) != "Failed":
+        return False
+    for condition in (appwrapper.get("status") or {}).get("conditions") or []:
+        if "MissingComponent" in (str(condition.get("reason")), str(condition.get("message"))):
+            return True
+    return False

@@ -1,0 +1,245 @@
+"""The controller process: leader election, informers, the work queue and its workers.
+
+It runs inside ``autowrap serve`` whenever the server has API access (``--no-controller``
+turns it off), one active replica at a time through the Lease ``autowrap-controller``.
+Informers follow the three kinds of object a step depends on (adopted objects, their pods,
+the AppWrappers the controller created); every change maps to one key, and workers reconcile
+keys from the queue. A failed reconcile is retried with backoff; nothing is polled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+from collections import defaultdict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from webhook import adoption, kinds, names, objects
+from webhook.controller import leader
+from webhook.controller.events import Recorder
+from webhook.controller.informer import Informer, Obj
+from webhook.controller.reconcile import Counters, Key, Reconciler
+from webhook.controller.workqueue import WorkQueue
+from webhook.kube import APPWRAPPERS, ApiFailure, Kind, KubeClient
+from webhook.metrics import ControllerStats
+from webhook.policy import PolicySet
+
+log = logging.getLogger("autowrap")
+
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def own_namespace(context_namespace: str | None = None) -> str:
+    """Where the Lease lives: the pod's namespace from the downward API, else the service
+    account's namespace file, else the kubeconfig context's namespace, else autowrap-system."""
+    from_env = os.environ.get("POD_NAMESPACE", "").strip()
+    if from_env:
+        return from_env
+    with contextlib.suppress(OSError):
+        found = SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
+        if found:
+            return found
+    return context_namespace or names.SERVICE_NAMESPACE
+
+
+def object_kinds() -> dict[tuple[str, str], Kind]:
+    """The API resource of every kind autowrap wraps, from the adapters themselves."""
+    found = {}
+    for adapter in kinds.KINDS:
+        group, _, version = adapter.api_version.rpartition("/")
+        found[(adapter.api_version, adapter.kind)] = Kind(
+            group, version, adapter.resource, adapter.kind
+        )
+    return found
+
+
+@dataclass
+class Settings:
+    namespace: str = names.SERVICE_NAMESPACE
+    identity: str = field(default_factory=socket.gethostname)
+    workers: int = 4
+    lease_seconds: float = 15.0
+    renew_seconds: float = 10.0
+    retry_seconds: float = 2.0
+
+
+class Controller:
+    def __init__(
+        self,
+        api: KubeClient,
+        policies: Callable[[], PolicySet],
+        settings: Settings,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        observe: Callable[[float], None] = lambda seconds: None,
+    ) -> None:
+        self.settings = settings
+        self._observe = observe
+        self.queue = WorkQueue()
+        self.leading = asyncio.Event()
+        self.reconciles = 0
+        self.errors = 0
+        self._api = api
+        self._clock = clock
+        self._kinds = object_kinds()
+        self._by_key: dict[str, dict[Key, set[tuple[str, str]]]] = defaultdict(
+            lambda: defaultdict(set)
+        )
+        self._informers: dict[str, Informer] = {}
+        for (_, kind_name), kind in self._kinds.items():
+            self._informers[kind_name] = Informer(
+                api, kind, self._watcher(kind_name), labels=names.ADOPTION_LABEL
+            )
+        self._informers["pods"] = Informer(
+            api, Kind("", "v1", "pods", "Pod"), self._watcher("pods"), labels=names.APPWRAPPER_LABEL
+        )
+        self._informers["appwrappers"] = Informer(
+            api, APPWRAPPERS, self._watcher("appwrappers"), labels=f"{names.ADOPTED_LABEL}=true"
+        )
+        self.reconciler = Reconciler(
+            api,
+            policies,
+            Recorder(api, instance=settings.identity),
+            objects_of=self._objects_of,
+            pods_of=lambda key: self._cached("pods", key),
+            appwrapper_of=lambda key: self._informers["appwrappers"].get(*key),
+            kinds=self._kinds,
+            counters=Counters(),
+        )
+
+    # --- keys -----------------------------------------------------------------------------------
+
+    @staticmethod
+    def key_of(source: str, obj: Obj) -> Key | None:
+        metadata = obj.get("metadata") or {}
+        namespace = str(metadata.get("namespace") or "")
+        if source == "appwrappers":
+            return namespace, str(metadata.get("name") or "")
+        if source == "pods":
+            name = objects.labels_of(obj).get(names.APPWRAPPER_LABEL)
+        else:
+            name = adoption.appwrapper_name_of(obj)
+        return (namespace, name) if name else None
+
+    def _watcher(self, source: str) -> Callable[[Obj | None, Obj | None], None]:
+        index = self._by_key[source]
+
+        def changed(old: Obj | None, new: Obj | None) -> None:
+            for obj, present in ((old, False), (new, True)):
+                if obj is None:
+                    continue
+                key = self.key_of(source, obj)
+                if key is None:
+                    continue
+                member = (
+                    str((obj.get("metadata") or {}).get("namespace") or ""),
+                    objects.name_of(obj),
+                )
+                if present:
+                    index[key].add(member)
+                else:
+                    index[key].discard(member)
+                    if not index[key]:
+                        index.pop(key, None)
+                self.queue.add(key)
+
+        return changed
+
+    def _cached(self, source: str, key: Key) -> list[Obj]:
+        informer = self._informers[source]
+        found = []
+        for namespace, name in sorted(self._by_key[source].get(key, ())):
+            obj = informer.get(namespace, name)
+            if obj is not None:
+                found.append(obj)
+        return found
+
+    def _objects_of(self, key: Key) -> list[Obj]:
+        found: list[Obj] = []
+        for _, kind_name in self._kinds:
+            found += self._cached(kind_name, key)
+        return found
+
+    # --- running ----------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Compete for the Lease forever; lead while holding it."""
+        from_api = getattr(self._api, "_api_client", None)
+        await leader.lead(
+            from_api,
+            name=names.CONTROLLER_LEASE,
+            namespace=self.settings.namespace,
+            identity=self.settings.identity,
+            work=self.lead,
+            lease_seconds=self.settings.lease_seconds,
+            renew_seconds=self.settings.renew_seconds,
+            retry_seconds=self.settings.retry_seconds,
+        )
+
+    async def lead(self) -> None:
+        """Informers and workers, until cancelled (the Lease was lost, or shutdown)."""
+        log.info("controller leading", extra={"fields": {"identity": self.settings.identity}})
+        self.leading.set()
+        tasks = [asyncio.create_task(i.run()) for i in self._informers.values()]
+        try:
+            await asyncio.gather(*(i.synced.wait() for i in self._informers.values()))
+            tasks += [asyncio.create_task(self._work()) for _ in range(self.settings.workers)]
+            await asyncio.gather(*tasks)
+        finally:
+            self.leading.clear()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self.queue.close()
+
+    async def _work(self) -> None:
+        while True:
+            key = await self.queue.get()
+            started = self._clock()
+            try:
+                result = await self.reconciler.reconcile(self._key(key))
+            except asyncio.CancelledError:
+                self.queue.done(key)
+                raise
+            except ApiFailure as exc:
+                self.errors += 1
+                delay = self.queue.retry(key)
+                log.warning("reconcile failed, retrying", extra={"fields": {
+                    "key": "/".join(self._key(key)), "error": str(exc), "retry_in": delay}})  # fmt: skip
+            except Exception:
+                self.errors += 1
+                delay = self.queue.retry(key)
+                log.exception(
+                    "reconcile failed", extra={"fields": {"key": "/".join(self._key(key))}}
+                )
+            else:
+                self.queue.forget(key)
+                if result.requeue is not None:
+                    self.queue.add_after(key, result.requeue)
+            finally:
+                self.reconciles += 1
+                self._observe(self._clock() - started)
+                self.queue.done(key)
+
+    @staticmethod
+    def _key(key: Hashable) -> Key:
+        assert isinstance(key, tuple) and len(key) == 2
+        return str(key[0]), str(key[1])
+
+    def stats(self) -> ControllerStats:
+        counters = self.reconciler.counters
+        return ControllerStats(
+            leading=self.leading.is_set(), queue_depth=len(self.queue),
+            reconciles=self.reconciles, errors=self.errors, adopted=counters.adopted,
+            released=counters.released, failed=dict(counters.failed),
+        )  # fmt: skip
+
+    def idle(self) -> bool:
+        """No work queued or under way (tests and the benchmark wait for it)."""
+        return self.queue.idle()
