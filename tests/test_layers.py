@@ -12,6 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "webhook"
 
 ENGINE = [
     "engine.py",
+    "adoption.py",
     "builder.py",
     "policy.py",
     "workload.py",
@@ -77,10 +78,30 @@ def test_plumbing_and_rules_never_import_a_kind(module: Path) -> None:
     assert not kinds, f"{module.name} imports {sorted(kinds)}"
 
 
-def test_only_the_kube_module_imports_the_kubernetes_client() -> None:
+def test_only_the_kube_module_and_leader_election_import_the_kubernetes_client() -> None:
     users = {
-        path.name
+        str(path.relative_to(PACKAGE))
         for path in PACKAGE.rglob("*.py")
         if any(name.split(".")[0] == "kubernetes" for name in _imports(path))
     }
-    assert users == {"kube.py"}, users
+    assert users == {"kube.py", "controller/leader.py"}, users
+
+
+def test_the_controller_is_a_layer_above_the_engine_and_the_webhooks() -> None:
+    """The controller uses the engine and the client; the engine and the webhooks never import
+    it (the server process only starts it), and it never imports the webhooks' transport."""
+    controller = {p for p in PACKAGE.rglob("*.py") if p.parent.name == "controller"}
+    importers = {
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if path not in controller
+        and any(name.startswith("webhook.controller") for name in _imports(path))
+    }
+    assert importers <= {"server.py"}, importers
+    for path in controller:
+        shell = {
+            n
+            for n in _imports(path)
+            if n.split(".")[:2] in (["webhook", "server"], ["webhook", "admission"])
+        }
+        assert not shell, f"{path.name} imports {sorted(shell)}"

@@ -265,11 +265,22 @@ def plan(stored: Mapping[str, Any], context: engine.Context) -> Plan:
     metadata["namespace"] = context.namespace
     objects.own_map(metadata, "labels")[names.ADOPTED_LABEL] = "true"
     aw_annotations = objects.own_map(metadata, "annotations")
-    aw_annotations[names.ORIGIN_UID_ANNOTATION] = str(as_map(stored.get("metadata")).get("uid", ""))
+    uid = as_map(stored.get("metadata")).get("uid")
+    if uid:
+        aw_annotations[names.ORIGIN_UID_ANNOTATION] = str(uid)
     # Kueue queues a Workload that carries this but never admits it (Kueue >= 0.19,
     # pkg/workload/workload.go:1282-1299): the hold until the object's ownerReference is set.
     aw_annotations[names.ADMISSION_GATED_BY_ANNOTATION] = names.ADOPTION_FINALIZER
     return Plan(appwrapper, (), verdict.warnings)
+
+
+def preview(obj: Mapping[str, Any], outcome: engine.Outcome, context: engine.Context) -> list[Obj]:
+    """What the cluster ends up with in adopt mode, for ``autowrap render``: the object as
+    admission stores it, and the AppWrapper the controller creates for it."""
+    prepared = prepare(obj, outcome, user=context.user)
+    objects.own_map(prepared, "metadata").setdefault("namespace", context.namespace)
+    built = plan(prepared, context)
+    return [prepared] if built.appwrapper is None else [prepared, built.appwrapper]
 
 
 def owner_reference(appwrapper: Mapping[str, Any]) -> dict[str, Any]:

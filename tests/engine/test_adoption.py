@@ -368,3 +368,15 @@ def test_the_status_says_why_pods_wait() -> None:
     assert (
         objects.name_of(queued) in adoption.status(_aw("Failed", suspend=False), pending=False).text
     )
+
+
+def test_the_preview_shows_the_stored_object_and_the_appwrapper_the_controller_creates() -> None:
+    job = _job()
+    job["metadata"]["namespace"] = "ml"
+    ctx = context(ns="ml", user="alice")
+
+    stored, appwrapper = adoption.preview(job, engine.admit(job, ctx), ctx)
+
+    assert stored["metadata"]["labels"][names.ADOPTION_LABEL] == names.ADOPTION_PENDING
+    assert appwrapper["kind"] == "AppWrapper" and appwrapper["metadata"]["name"] == "train"
+    assert names.ORIGIN_UID_ANNOTATION not in appwrapper["metadata"]["annotations"]
