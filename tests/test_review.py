@@ -87,3 +87,13 @@ def test_a_body_that_is_not_a_review_says_where(raw: bytes, wanted: str) -> None
 
     assert caught.value.status == 400
     assert wanted in caught.value.reason
+
+
+def test_the_budget_allows_for_the_apiservers_rounding_up_and_keeps_a_margin() -> None:
+    from webhook.admission import ANSWER_MARGIN, usable_budget
+
+    # kube-apiserver sends ?timeout=10s when 9.01 s may be left: count on 9 s, less the margin.
+    assert usable_budget(10.0) == 9.0 - ANSWER_MARGIN
+    assert usable_budget(1.0) == 0.5 - ANSWER_MARGIN
+    assert usable_budget(None) == usable_budget(10.0)
+    assert all(usable_budget(t) < t - 0.5 for t in (1.0, 2.0, 5.0, 15.0, 30.0))

@@ -27,9 +27,19 @@ from webhook.policy import Mode, PolicySet
 Webhook = Literal["mutate", "validate"]
 
 # Part of the apiserver's budget kept back for sending the answer.
-ANSWER_MARGIN = 0.5
+ANSWER_MARGIN = 0.25
 # kube-apiserver's default when a request carries no ?timeout= (v1 webhooks: 10s).
 DEFAULT_BUDGET = 10.0
+
+
+def usable_budget(timeout: float | None) -> float:
+    """Seconds admission may spend of a request's ``?timeout=``. kube-apiserver rounds what is
+    left of its deadline *up* to whole seconds before it sends it ("if it's not an even number
+    of seconds, round up to the nearest second", admission/plugin/webhook/mutating and
+    validating dispatcher.go), so up to one second of it may already be gone: count on
+    ``timeout - 1`` (half of a short timeout), less the margin for sending the answer."""
+    given = timeout if timeout is not None and timeout > 0 else DEFAULT_BUDGET
+    return max(given - 1.0, given / 2) - ANSWER_MARGIN
 
 
 class Cluster(Protocol):
@@ -101,9 +111,17 @@ class _Budget:
 
 
 async def review_body(
-    body: bytes, *, webhook: Webhook, timeout: float | None, deps: Deps, record: Record
+    body: bytes,
+    *,
+    webhook: Webhook,
+    timeout: float | None,
+    deps: Deps,
+    record: Record,
+    arrived: float | None = None,
 ) -> dict[str, Any]:
-    """The response to a request body; raises ``review.BadReview`` for a malformed body."""
+    """The response to a request body; raises ``review.BadReview`` for a malformed body.
+    ``arrived`` is when the request arrived (``deps.clock``): the budget runs from then, not
+    from when its body had been read and parsed."""
     parsed = review.parse(body)
     request = parsed.request
     obj = request.object or {}
@@ -114,7 +132,8 @@ async def review_body(
     record.name = request.name or objects.name_of(obj)
     record.user = request.user_info.username
     record.dry_run = request.dry_run
-    budget = _Budget(deps.clock() + (timeout or DEFAULT_BUDGET) - ANSWER_MARGIN, deps.clock)
+    start = arrived if arrived is not None else deps.clock()
+    budget = _Budget(start + usable_budget(timeout), deps.clock)
     try:
         if webhook == "mutate":
             response = await _mutate(request, obj, deps, budget, record)

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from webhook import admission, certs, names, policy, policyfiles, review
+from webhook import admission, certs, durations, names, policy, policyfiles, review
 from webhook.kube import KubeClient, NoConfiguration
 from webhook.metrics import Metrics
 from webhook.policy import PolicyError, PolicySet
@@ -93,11 +93,17 @@ STATE = web.AppKey("state", State)
 
 
 def _timeout(request: web.Request) -> float | None:
-    """The apiserver's ``?timeout=10s``: whole seconds, the only form it sends."""
+    """The apiserver's ``?timeout=``: a Go duration (``10s``; ``1.5s`` or ``500ms`` from
+    other clients); None when absent or unreadable."""
     for part in request.query_string.split("&"):
         name, _, value = part.partition("=")
-        if name == "timeout" and value.endswith("s") and value[:-1].isdigit():
-            return float(value[:-1])
+        if name == "timeout":
+            if value.endswith("s") and value[:-1].isdigit():
+                return float(value[:-1])  # the usual form, without the general parser
+            try:
+                return durations.parse_seconds(value)
+            except ValueError:
+                return None
     return None
 
 
@@ -113,11 +119,12 @@ def admission_handler(
     async def handle(request: web.Request) -> web.Response:
         state = request.app[STATE]
         started = time.perf_counter()
+        arrived = time.monotonic()
         record = admission.Record(webhook=webhook)
         state.in_flight += 1
         state.idle.clear()
         try:
-            return await _answer(request, state, webhook, record)
+            return await _answer(request, state, webhook, record, arrived)
         finally:
             state.in_flight -= 1
             if state.in_flight == 0:
@@ -129,7 +136,11 @@ def admission_handler(
 
 
 async def _answer(
-    request: web.Request, state: State, webhook: admission.Webhook, record: admission.Record
+    request: web.Request,
+    state: State,
+    webhook: admission.Webhook,
+    record: admission.Record,
+    arrived: float,
 ) -> web.Response:
     if request.content_type != "application/json":
         record.decision, record.code = "bad-request", 415
@@ -141,7 +152,12 @@ async def _answer(
         return _bad(413, f"body larger than {names.MAX_BODY_BYTES} bytes")
     try:
         response = await admission.review_body(
-            body, webhook=webhook, timeout=_timeout(request), deps=state.deps(), record=record
+            body,
+            webhook=webhook,
+            timeout=_timeout(request),
+            deps=state.deps(),
+            record=record,
+            arrived=arrived,
         )
     except review.BadReview as exc:
         record.decision, record.code, record.detail = "bad-request", exc.status, exc.reason
