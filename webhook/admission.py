@@ -337,11 +337,11 @@ async def _wrap(
                 f"or check it with kubectl get appwrapper {aw_name} -n {ns}"
             )
             raise
-        if existing is None or not _same_spec(existing, appwrapper):
-            return _denied(request.uid, rec, [
-                f"AppWrapper {ns}/{aw_name} already exists with a different spec; delete it "
-                f"first (kubectl delete appwrapper {aw_name} -n {ns}) or rename "
-                f"{request.kind.kind} {ns}/{rec.name or aw_name}"], code=409, reason="AlreadyExists")  # fmt: skip
+        refusal = _refuse_existing(existing, appwrapper, request, ns, aw_name, rec.name)
+        if refusal is not None:
+            return _denied(request.uid, rec, [refusal], code=409, reason="AlreadyExists",
+                           warnings=verdict.warnings)  # fmt: skip
+        verdict = _with_settings_note(verdict, existing, appwrapper, ns, aw_name)
         repeated = True
     except ApiFailure as exc:
         exc.message += _may_exist_hint(exc, ns, aw_name)
@@ -377,10 +377,81 @@ def _redirect_message(
     )
 
 
-def _same_spec(existing: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
-    key = names.SPEC_HASH_ANNOTATION
-    have = objects.annotations_of(existing).get(key)
-    return have is not None and have == objects.annotations_of(wanted).get(key)
+def _component(appwrapper: Mapping[str, Any] | None) -> Any:
+    components = objects.as_list(objects.as_map((appwrapper or {}).get("spec")).get("components"))
+    return objects.as_map(components[0]).get("template") if components else None
+
+
+def _settings(appwrapper: Mapping[str, Any]) -> dict[str, str]:
+    """What else decides how the work runs: its queue, priority and fault tolerance."""
+    labels = objects.labels_of(appwrapper)
+    keys = (names.QUEUE_LABEL, names.PRIORITY_LABEL)
+    found: dict[str, str] = {k: labels[k] for k in keys if k in labels}
+    found.update(
+        (k, v)
+        for k, v in objects.annotations_of(appwrapper).items()
+        if k.startswith(names.FAULT_TOLERANCE_PREFIX)
+    )
+    return found
+
+
+def _refuse_existing(
+    existing: Mapping[str, Any] | None,
+    wanted: Mapping[str, Any],
+    request: review.AdmissionRequest,
+    ns: str,
+    aw_name: str,
+    name: str,
+) -> str | None:
+    """Why an AppWrapper that already has the name cannot stand for this request, or None.
+
+    The wrapped object itself is compared, not the spec-hash annotation, which anyone who can
+    create AppWrappers could copy onto one that runs something else. A difference the user did
+    not make (queue or fault tolerance from another policy version) is no reason to refuse, and
+    never a reason to advise deleting what may be running."""
+    kind = request.kind.kind
+    if existing is None:
+        return (
+            f"AppWrapper {ns}/{aw_name} was there a moment ago and is gone now; apply the same "
+            "manifest again"
+        )
+    if objects.canonical_hash(_component(existing)) != objects.canonical_hash(_component(wanted)):
+        return (
+            f"AppWrapper {ns}/{aw_name} already exists with a different spec; delete it first "
+            f"(kubectl delete appwrapper {aw_name} -n {ns}) or rename {kind} {ns}/{name or aw_name}"
+        )
+    metadata = objects.as_map(existing.get("metadata"))
+    phase = objects.as_map(existing.get("status")).get("phase")
+    if metadata.get("deletionTimestamp"):
+        return (
+            f"AppWrapper {ns}/{aw_name} for this {kind} is being deleted; apply the manifest again "
+            f"once it is gone (kubectl get appwrapper {aw_name} -n {ns}), or rename the {kind}"
+        )
+    if phase in ("Succeeded", "Failed"):
+        return (
+            f"AppWrapper {ns}/{aw_name} for this {kind} has already run and is {phase}, so "
+            f"nothing would run again; to run it again, delete it (kubectl delete appwrapper "
+            f"{aw_name} -n {ns}) or rename the {kind}"
+        )
+    return None
+
+
+def _with_settings_note(
+    verdict: engine.Verdict,
+    existing: Mapping[str, Any] | None,
+    wanted: Mapping[str, Any],
+    ns: str,
+    aw_name: str,
+) -> engine.Verdict:
+    have, want = _settings(existing or {}), _settings(wanted)
+    if have == want:
+        return verdict
+    differing = sorted(k for k in set(have) | set(want) if have.get(k) != want.get(k))
+    note = (
+        f"AppWrapper {ns}/{aw_name} already stands for this job with other settings "
+        f"({', '.join(differing)}), as made under an earlier policy; it keeps them"
+    )
+    return engine.Verdict(verdict.denied, verdict.errors, (*verdict.warnings, note))
 
 
 def _may_exist_hint(exc: ApiFailure, ns: str, name: str) -> str:

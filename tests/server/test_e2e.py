@@ -108,6 +108,62 @@ async def test_a_different_spec_under_an_existing_appwrapper_name_is_rejected(
     assert stored["spec"]["components"][0]["podSets"][1]["replicas"] == 3
 
 
+async def test_an_appwrapper_with_a_copied_spec_hash_but_other_work_is_not_taken_for_ours(
+    cluster: Cluster,
+) -> None:
+    await cluster.create(vcjob())
+    forged = cluster.appwrappers()[(NAMESPACE, "train")]
+    template = forged["spec"]["components"][0]["template"]
+    template["spec"]["tasks"][1]["template"]["spec"]["containers"][0]["image"] = "evil:1"
+    cluster.kube.appwrappers[(NAMESPACE, "train")] = forged
+
+    result = await cluster.create(vcjob())
+
+    assert not result.allowed
+    assert "already exists with a different spec" in result.message
+    assert "was wrapped" not in result.message
+
+
+async def test_a_rerun_over_a_finished_appwrapper_says_so_instead_of_claiming_it_queued(
+    cluster: Cluster,
+) -> None:
+    await cluster.create(vcjob())
+    cluster.kube.appwrappers[(NAMESPACE, "train")]["status"] = {"phase": "Succeeded"}
+
+    result = await cluster.create(vcjob())
+
+    assert not result.allowed
+    assert "has already run and is Succeeded" in result.message
+    assert "kubectl delete appwrapper train -n ml" in result.message
+
+
+async def test_a_rerun_while_the_appwrapper_is_being_deleted_is_told_to_wait(
+    cluster: Cluster,
+) -> None:
+    await cluster.create(vcjob())
+    cluster.kube.appwrappers[(NAMESPACE, "train")]["metadata"]["deletionTimestamp"] = (
+        "2026-11-23T00:00:00Z"
+    )
+
+    result = await cluster.create(vcjob())
+
+    assert not result.allowed and "is being deleted" in result.message
+
+
+async def test_other_settings_from_an_earlier_policy_are_no_reason_to_refuse_or_delete(
+    cluster: Cluster,
+) -> None:
+    first = await cluster.create(vcjob())
+    stored = cluster.kube.appwrappers[(NAMESPACE, "train")]
+    stored["metadata"]["annotations"][names.FAULT_TOLERANCE_PREFIX + "retryLimit"] = "9"
+
+    again = await cluster.create(vcjob())
+
+    assert again.message == first.message
+    assert "delete" not in " ".join(again.warnings)
+    assert any("other settings" in w and "retryLimit" in w for w in again.warnings)
+
+
 async def test_a_dry_run_answers_like_the_real_thing_and_creates_nothing(cluster: Cluster) -> None:
     result = await cluster.create(vcjob(), dry_run=True)
 
