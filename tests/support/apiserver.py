@@ -49,6 +49,8 @@ from tests.support.pki import client_ssl_context
 
 JsonDict = dict[str, Any]
 MatchPredicate = Callable[[JsonDict], bool]
+# An in-process validating webhook: the AdmissionRequest dict in, a denial message or None out.
+InProcessValidator = tuple[str, Callable[[JsonDict], "str | None"]]
 Phase = Literal["mutating", "validating"]
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
@@ -538,6 +540,7 @@ class _Attempt:
     old_object: JsonDict | None
     options: JsonDict
     deadline: float
+    validators: tuple[InProcessValidator, ...] = ()
     warnings: WarningRecorder = field(default_factory=WarningRecorder)
     calls: list[WebhookCall] = field(default_factory=list)
 
@@ -759,11 +762,17 @@ class ApiserverEmulator:
         request_timeout: float | None = None,
         persist: bool = True,
         field_manager: str | None = None,
+        validators: Sequence[InProcessValidator] = (),
     ) -> AdmissionResult:
         """Run one write request through admission and, if allowed, "store" it.
 
         ``persist=False`` admits without storing, for callers that keep state elsewhere
         (the fake Kubernetes API routing its creates through this emulator).
+        ``operation`` is CREATE, UPDATE (pass ``old_object``) or DELETE (pass the stored
+        object as both ``obj`` and ``old_object``; the review carries ``object: null``, as
+        rest.AdmissionToValidateObjectDeleteFunc builds it, registry/rest/delete.go:178-210).
+        ``validators`` are in-process validating webhooks (``(name, deny)``), called in
+        parallel with the configured ones on the AdmissionRequest.
         """
         timeout = self.request_timeout if request_timeout is None else request_timeout
         loop = asyncio.get_running_loop()
@@ -781,6 +790,7 @@ class ApiserverEmulator:
                 old_object=copy.deepcopy(dict(old_object)) if old_object is not None else None,
                 options=self._options(operation, dry_run, field_manager),
                 deadline=loop.time() + timeout,
+                validators=tuple(validators),
             )
         except _Reject as rej:
             return self._result(False, current, rej.status, (), (), dry_run)
@@ -802,6 +812,34 @@ class ApiserverEmulator:
             attempt.calls,
             dry_run,
             code=201 if operation == "CREATE" else 200,
+        )
+
+    async def admit(
+        self,
+        operation: str,
+        obj: Mapping[str, Any],
+        *,
+        old_object: Mapping[str, Any] | None = None,
+        user: UserInfo | None = None,
+        dry_run: bool = False,
+        resource: str | None = None,
+        namespaced: bool | None = None,
+        field_manager: str | None = None,
+        validators: Sequence[InProcessValidator] = (),
+    ) -> AdmissionResult:
+        """Admission only (never stored) for a CREATE, UPDATE or DELETE: the front door of a
+        fake cluster that keeps the objects itself."""
+        return await self.create(
+            obj,
+            user=user,
+            dry_run=dry_run,
+            operation=operation,
+            old_object=old_object,
+            resource=resource,
+            namespaced=namespaced,
+            persist=False,
+            field_manager=field_manager,
+            validators=validators,
         )
 
     def webhooks(self) -> list[Webhook]:
@@ -964,6 +1002,14 @@ class ApiserverEmulator:
             return obj, False
         if verified is None or not verified.patch:
             return obj, False
+        if attempt.operation == "DELETE" and verified.patch.strip() not in (b"", b"[]"):
+            # mutating/dispatcher.go:345-348: nothing to apply a patch to on DELETE
+            raise _Reject(
+                _internal_error(
+                    f'admission webhook "{hook.name}" attempted to modify the object, which '
+                    "is not supported for this operation"
+                )
+            )
         try:
             patched = _apply_patch(hook, verified.patch, obj)
         except _Reject as rej:
@@ -983,13 +1029,24 @@ class ApiserverEmulator:
     # -- validating ----------------------------------------------------------------------------
 
     async def _run_validating(self, attempt: _Attempt, obj: JsonDict) -> None:
+        """All validating webhooks at once (validating/dispatcher.go:127-233)."""
         hooks = [h for h in self.validating if self._should_call(h, attempt, obj)]
         outcomes = await asyncio.gather(
-            *(self._validate_once(h, attempt, obj) for h in hooks), return_exceptions=True
+            *(self._validate_once(h, attempt, obj) for h in hooks),
+            *(self._validate_in_process(v, attempt, obj) for v in attempt.validators),
+            return_exceptions=True,
         )
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
+
+    async def _validate_in_process(
+        self, validator: InProcessValidator, attempt: _Attempt, obj: JsonDict
+    ) -> None:
+        name, deny = validator
+        message = deny(self._review(attempt, obj, str(uuid.uuid4()))["request"])
+        if message is not None:
+            raise _Reject(_denial_status(name, {"message": message}))
 
     async def _validate_once(self, hook: Webhook, attempt: _Attempt, obj: JsonDict) -> None:
         try:

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes.aio import client
+from kubernetes.aio.client.exceptions import ApiException
+from kubernetes.aio.config.kube_config import new_client_from_config
+from kubernetes.aio.watch import Watch
 
 from tests.support.cluster import resources as r
+from tests.support.cluster.cluster import FakeCluster
 from tests.support.cluster.store import ApiError, Store
 
 Obj = dict[str, Any]
@@ -238,3 +246,380 @@ def test_store_on_write_sees_gc() -> None:
     _chain(store)
     store.delete(r.APPWRAPPERS, "default", "aw")
     assert ("DELETED", "jobs") in seen and ("DELETED", "pods") in seen
+
+
+# -- HTTP, driven by the real kubernetes.aio client --------------------------------------------
+
+VC = ("batch.volcano.sh", "v1alpha1")
+AW = ("workload.codeflare.dev", "v1beta2")
+
+
+@pytest.fixture
+async def cluster() -> AsyncIterator[FakeCluster]:
+    async with FakeCluster(bookmark_interval=0.05) as fake:
+        yield fake
+
+
+@pytest.fixture
+async def api(cluster: FakeCluster, tmp_path: Path) -> AsyncIterator[client.ApiClient]:
+    kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
+    api_client = await new_client_from_config(config_file=str(kubeconfig), persist_config=False)
+    try:
+        yield api_client
+    finally:
+        await api_client.close()
+
+
+def vcjob(name: str, **meta: Any) -> Obj:
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name, **meta},
+        "spec": {"tasks": [{"name": "worker", "replicas": 1, "template": {"spec": {
+            "containers": [{"name": "main", "image": "busybox"}]}}}]},
+    }  # fmt: skip
+
+
+async def test_http_pod_crud_and_errors(api: client.ApiClient, cluster: FakeCluster) -> None:
+    core = client.CoreV1Api(api)
+    created = await core.create_namespaced_pod("default", pod("p1", labels={"app": "a"}))
+    assert created.metadata.uid and created.status.phase == "Pending"
+    read = await core.read_namespaced_pod("p1", "default")
+    assert read.metadata.resource_version == created.metadata.resource_version
+    with pytest.raises(ApiException) as err:
+        await core.create_namespaced_pod("default", pod("p1"))
+    assert err.value.status == 409 and '"AlreadyExists"' in err.value.body
+    with pytest.raises(ApiException) as err:
+        await core.read_namespaced_pod("missing", "default")
+    assert err.value.status == 404
+    await core.create_namespaced_pod("default", pod("p2"))
+    listed = await core.list_namespaced_pod("default", label_selector="app=a")
+    assert [p.metadata.name for p in listed.items] == ["p1"]
+    by_field = await core.list_pod_for_all_namespaces(field_selector="metadata.name=p2")
+    assert [p.metadata.name for p in by_field.items] == ["p2"]
+    stale = copy.deepcopy(read)
+    read.metadata.labels = {"app": "b"}
+    await core.replace_namespaced_pod("p1", "default", read)
+    with pytest.raises(ApiException) as err:
+        await core.replace_namespaced_pod("p1", "default", stale)
+    assert err.value.status == 409 and "the object has been modified" in err.value.body
+    dry = await core.create_namespaced_pod("default", pod("p3"), dry_run="All")
+    assert dry.metadata.name == "p3"
+    with pytest.raises(ApiException):
+        await core.read_namespaced_pod("p3", "default")
+    deleted = await core.delete_namespaced_pod("p2", "default")
+    assert deleted.metadata.name == "p2"
+    assert cluster.requests_to("DELETE", r"/pods/p2$")[0].user == "kubernetes-admin"
+
+
+async def test_http_patch_types(api: client.ApiClient) -> None:
+    core = client.CoreV1Api(api)
+    gated = pod("g")
+    gated["spec"]["schedulingGates"] = [{"name": "autowrap.io/adoption"}]
+    await core.create_namespaced_pod("default", gated)
+    # a dict body goes out as a strategic merge patch
+    out = await core.patch_namespaced_pod("g", "default", {
+        "metadata": {"labels": {"x": "1"}},
+        "spec": {"schedulingGates": [{"name": "autowrap.io/adoption", "$patch": "delete"}]}})  # fmt: skip
+    assert not out.spec.scheduling_gates and out.metadata.labels == {"x": "1"}
+    out = await core.patch_namespaced_pod(
+        "g", "default", [{"op": "add", "path": "/metadata/annotations", "value": {"a": "b"}}]
+    )
+    assert out.metadata.annotations == {"a": "b"}
+    out = await core.patch_namespaced_pod("g", "default", {"metadata": {"labels": None}},
+                                          _content_type="application/merge-patch+json")  # fmt: skip
+    assert out.metadata.labels is None
+    status = await core.patch_namespaced_pod_status(
+        "g", "default", {"status": {"phase": "Running"}, "metadata": {"labels": {"no": "x"}}}
+    )
+    assert status.status.phase == "Running" and status.metadata.labels is None
+    custom = client.CustomObjectsApi(api)
+    await custom.create_namespaced_custom_object(*VC, "default", "jobs", vcjob("j"))
+    merged = await custom.patch_namespaced_custom_object(
+        *VC, "default", "jobs", "j", {"metadata": {"labels": {"q": "1"}}}
+    )
+    assert merged["metadata"]["labels"] == {"q": "1"}
+    with pytest.raises(ApiException) as err:
+        await custom.patch_namespaced_custom_object(
+            *VC, "default", "jobs", "j", {"metadata": {}},
+            _content_type="application/strategic-merge-patch+json",
+        )  # fmt: skip
+    assert err.value.status == 415
+
+
+async def test_http_server_side_apply_replaces_atomic_tasks(api: client.ApiClient) -> None:
+    custom = client.CustomObjectsApi(api)
+    manifest = vcjob("j", namespace="default", labels={"team": "a"})
+    apply = "application/apply-patch+yaml"
+    created = await custom.patch_namespaced_custom_object(
+        *VC, "default", "jobs", "j", manifest, field_manager="kubectl", _content_type=apply
+    )
+    # kube-apiserver answers 201 to an apply that creates (handlers/patch.go); this client
+    # maps only 200 for custom objects, so it returns None, as it does against a real cluster
+    assert created is None
+    first = await custom.get_namespaced_custom_object(*VC, "default", "jobs", "j")
+    assert first["metadata"]["labels"] == {"team": "a"}
+    managers = {m["manager"]: m for m in first["metadata"]["managedFields"]}
+    assert "f:team" in managers["kubectl"]["fieldsV1"]["f:metadata"]["f:labels"]
+    # a controller adds a label and changes the task list (as admission would)
+    mutated = copy.deepcopy(first)
+    mutated["metadata"]["labels"]["owned-by"] = "autowrap"
+    mutated["spec"]["tasks"][0]["template"]["spec"]["schedulingGates"] = [{"name": "g"}]
+    await custom.replace_namespaced_custom_object(*VC, "default", "jobs", "j", mutated)
+    again = await custom.patch_namespaced_custom_object(
+        *VC, "default", "jobs", "j", manifest, field_manager="kubectl", _content_type=apply,
+        force=True,
+    )  # fmt: skip
+    assert again["spec"]["tasks"] == manifest["spec"]["tasks"]  # atomic: replaced whole
+    assert again["metadata"]["labels"] == {"team": "a", "owned-by": "autowrap"}
+    reduced = copy.deepcopy(manifest)
+    reduced["metadata"]["labels"] = {}
+    dropped = await custom.patch_namespaced_custom_object(
+        *VC, "default", "jobs", "j", reduced, field_manager="kubectl", _content_type=apply
+    )
+    assert dropped["metadata"]["labels"] == {"owned-by": "autowrap"}
+
+
+async def test_http_apply_conflict_without_force(cluster: FakeCluster) -> None:
+    job = vcjob("c", namespace="default")
+    await cluster.apply(r.VCJOBS, job, field_manager="one")
+    changed = copy.deepcopy(job)
+    changed["spec"]["tasks"][0]["replicas"] = 3
+    with pytest.raises(ApiError) as err:
+        await cluster.apply(r.VCJOBS, changed, field_manager="two")
+    assert err.value.status == 409 and 'conflict with "one"' in err.value.message
+    forced = await cluster.apply(r.VCJOBS, changed, field_manager="two", force=True)
+    assert forced["spec"]["tasks"][0]["replicas"] == 3
+
+
+async def test_http_delete_finalizers_and_gc(api: client.ApiClient, cluster: FakeCluster) -> None:
+    custom = client.CustomObjectsApi(api)
+    core = client.CoreV1Api(api)
+    aw = await custom.create_namespaced_custom_object(*AW, "default", "appwrappers", {
+        "apiVersion": "workload.codeflare.dev/v1beta2", "kind": "AppWrapper",
+        "metadata": {"name": "aw"}, "spec": {"components": []}})  # fmt: skip
+    job = vcjob("aw", finalizers=["autowrap.io/adoption"],
+                ownerReferences=[owner_ref(aw, r.APPWRAPPERS, controller=True)])  # fmt: skip
+    await custom.create_namespaced_custom_object(*VC, "default", "jobs", job)
+    stored_job = await custom.get_namespaced_custom_object(*VC, "default", "jobs", "aw")
+    await core.create_namespaced_pod("default", pod("aw-worker-0", ownerReferences=[
+        owner_ref(stored_job, r.VCJOBS, controller=True, blockOwnerDeletion=True)]))  # fmt: skip
+    with pytest.raises(ApiException) as err:
+        await custom.delete_namespaced_custom_object(
+            *AW, "default", "appwrappers", "aw", body={"preconditions": {"uid": "wrong"}}
+        )
+    assert err.value.status == 409
+    gone = await custom.delete_namespaced_custom_object(
+        *AW, "default", "appwrappers", "aw", propagation_policy="Background"
+    )
+    assert gone["status"] == "Success" and gone["details"]["uid"] == aw["metadata"]["uid"]
+    held = await custom.get_namespaced_custom_object(*VC, "default", "jobs", "aw")
+    assert held["metadata"]["deletionTimestamp"]  # the GC deleted it; the finalizer holds it
+    assert (await core.list_namespaced_pod("default")).items  # the job still exists
+    await custom.patch_namespaced_custom_object(
+        *VC, "default", "jobs", "aw", [{"op": "remove", "path": "/metadata/finalizers"}],
+        _content_type="application/json-patch+json",
+    )  # fmt: skip
+    assert not (await core.list_namespaced_pod("default")).items
+    with pytest.raises(ApiException) as err:
+        await custom.get_namespaced_custom_object(*VC, "default", "jobs", "aw")
+    assert err.value.status == 404
+
+
+async def test_http_watch_resume_bookmarks_and_gone(
+    api: client.ApiClient, cluster: FakeCluster
+) -> None:
+    core = client.CoreV1Api(api)
+    await core.create_namespaced_pod("default", pod("w1"))
+    listed = await core.list_namespaced_pod("default")
+    start = listed.metadata.resource_version
+    await core.create_namespaced_pod("default", pod("w2"))
+    await core.delete_namespaced_pod("w1", "default")
+    seen: list[tuple[str, str]] = []
+    watch = Watch()
+    async with watch:
+        async for event in watch.stream(core.list_namespaced_pod, "default",
+                                        resource_version=start, allow_watch_bookmarks=True,
+                                        timeout_seconds=30):  # fmt: skip
+            if event["type"] == "BOOKMARK":
+                seen.append(("BOOKMARK", ""))
+                break
+            seen.append((event["type"], event["object"].metadata.name))
+    assert seen == [("ADDED", "w2"), ("DELETED", "w1"), ("BOOKMARK", "")]
+    cluster.store.compact()
+    await core.create_namespaced_pod("default", pod("w3"))
+    with pytest.raises(ApiException) as err:
+        async with Watch() as old:
+            async for _ in old.stream(core.list_namespaced_pod, "default",
+                                      resource_version=start, timeout_seconds=5):  # fmt: skip
+                pass
+    assert err.value.status == 410 and "too old resource version" in str(err.value.reason)
+
+
+async def test_http_watch_custom_objects_all_namespaces(
+    api: client.ApiClient, cluster: FakeCluster
+) -> None:
+    custom = client.CustomObjectsApi(api)
+    cluster.add_namespace("ml")
+    events: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+
+    async def follow() -> None:
+        async with Watch() as watch:
+            async for event in watch.stream(custom.list_cluster_custom_object, *VC, "jobs",
+                                            timeout_seconds=30):  # fmt: skip
+                await events.put((event["type"], event["object"]["metadata"]["namespace"]))
+
+    task = asyncio.create_task(follow())
+    await cluster.create(r.VCJOBS, vcjob("a", namespace="ml"))
+    await cluster.create(r.VCJOBS, vcjob("b", namespace="default"))
+    assert {await events.get(), await events.get()} == {("ADDED", "ml"), ("ADDED", "default")}
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_http_leases_behave_like_the_real_ones(api: client.ApiClient) -> None:
+    leases = client.CoordinationV1Api(api)
+    body = client.V1Lease(metadata=client.V1ObjectMeta(name="autowrap"),
+                          spec=client.V1LeaseSpec(holder_identity="a", lease_duration_seconds=15))  # fmt: skip
+    created = await leases.create_namespaced_lease("default", body)
+    first = await leases.read_namespaced_lease("autowrap", "default")
+    second = copy.deepcopy(first)
+    first.spec.holder_identity = "b"
+    await leases.replace_namespaced_lease("autowrap", "default", first)
+    second.spec.holder_identity = "c"
+    with pytest.raises(ApiException) as err:  # the loser of a race gets a conflict
+        await leases.replace_namespaced_lease("autowrap", "default", second)
+    assert err.value.status == 409
+    current = await leases.read_namespaced_lease("autowrap", "default")
+    assert current.spec.holder_identity == "b"
+    assert current.metadata.uid == created.metadata.uid
+    with pytest.raises(ApiException) as err:
+        await leases.create_namespaced_lease("default", body)
+    assert err.value.status == 409
+
+
+async def test_http_discovery_lists_registered_resources(tmp_path: Path) -> None:
+    async with FakeCluster(resources=r.WITHOUT_KUEUE) as fake:
+        kubeconfig = fake.write_kubeconfig(tmp_path / "kc")
+        async with await new_client_from_config(config_file=str(kubeconfig),
+                                                persist_config=False) as api:  # fmt: skip
+            groups = await client.ApisApi(api).get_api_versions()
+            names = {g.name for g in groups.groups}
+            assert {"batch.volcano.sh", "workload.codeflare.dev"} <= names
+            assert "kueue.x-k8s.io" not in names
+            core = await client.CoreV1Api(api).get_api_resources()
+            assert {"pods", "pods/status", "namespaces", "events"} <= {
+                x.name for x in core.resources
+            }
+            with pytest.raises(ApiException) as err:
+                await client.CustomObjectsApi(api).list_namespaced_custom_object(
+                    "kueue.x-k8s.io", "v1beta1", "default", "localqueues"
+                )
+            assert err.value.status == 404
+
+
+async def test_http_subject_access_review_and_auth(
+    api: client.ApiClient, cluster: FakeCluster, tmp_path: Path
+) -> None:
+    auth = client.AuthorizationV1Api(api)
+
+    def review(user: str) -> client.V1SubjectAccessReview:
+        return client.V1SubjectAccessReview(spec=client.V1SubjectAccessReviewSpec(
+            user=user, resource_attributes=client.V1ResourceAttributes(
+                verb="create", group="workload.codeflare.dev", resource="appwrappers",
+                namespace="default")))  # fmt: skip
+
+    assert (await auth.create_subject_access_review(review("alice"))).status.allowed
+    cluster.deny("mallory", resource="appwrappers")
+    denied = await auth.create_subject_access_review(review("mallory"))
+    assert not denied.status.allowed and denied.status.denied
+    cluster.token = "other"
+    bad = FakeCluster.write_kubeconfig(cluster, tmp_path / "bad")
+    async with await new_client_from_config(config_file=str(bad), persist_config=False) as anon:
+        with pytest.raises(ApiException) as err:
+            await client.CoreV1Api(anon).list_namespaced_pod("default")
+        assert err.value.status == 401
+
+
+async def test_http_fault_injection(api: client.ApiClient, cluster: FakeCluster) -> None:
+    cluster.inject("POST", r"/pods$", 500, message="boom")
+    core = client.CoreV1Api(api)
+    with pytest.raises(ApiException) as err:
+        await core.create_namespaced_pod("default", pod("f"))
+    assert err.value.status == 500 and "boom" in err.value.body
+    assert (await core.create_namespaced_pod("default", pod("f"))).metadata.name == "f"
+
+
+async def test_front_door_in_process_webhook_denies_and_sees_updates() -> None:
+    seen: list[str] = []
+
+    def validatejob(request: Obj) -> str | None:
+        seen.append(request["operation"])
+        if request["operation"] == "UPDATE":
+            old, new = request["oldObject"]["spec"], request["object"]["spec"]
+            if old["tasks"] != new["tasks"]:
+                return "job updates may not change fields other than minAvailable"
+        return None
+
+    async with FakeCluster() as fake:
+        fake.add_validating_webhook("validatejob.volcano.sh", validatejob)
+        job = await fake.create(r.VCJOBS, vcjob("j", namespace="default"))
+        job["spec"]["tasks"][0]["replicas"] = 2
+        with pytest.raises(ApiError) as err:
+            await fake.update(r.VCJOBS, job)
+        assert err.value.status == 400
+        assert err.value.message.startswith(
+            'admission webhook "validatejob.volcano.sh" denied the request: '
+        )
+        await fake.delete(r.VCJOBS, "default", "j")
+        assert seen == ["CREATE", "UPDATE", "DELETE"]
+
+
+@pytest.fixture
+async def autowrap(
+    webhook_pki: Any, fake_kube: Any, fake_kubeconfig: Path, tmp_path: Path
+) -> AsyncIterator[Any]:
+    """autowrap's real server behind the apiserver emulator (tests/server/harness.py)."""
+    from tests.server.harness import start_cluster
+
+    started, stop = await start_cluster(webhook_pki, fake_kube, fake_kubeconfig, tmp_path)
+    try:
+        yield started
+    finally:
+        await stop()
+
+
+async def test_front_door_calls_the_real_webhook_with_the_user(autowrap: Any) -> None:
+    from tests.server.harness import ALICE, NAMESPACE, QUEUE
+    from webhook import names
+
+    async with FakeCluster(emulator=autowrap.emulator) as fake:
+        fake.add_namespace(NAMESPACE)
+        fake.add_validating_webhook(
+            "kyverno", lambda req: "blocked" if "deny" in
+            ((req.get("object") or {}).get("metadata", {}).get("labels") or {}) else None,
+        )  # fmt: skip
+        labelled = vcjob("train", namespace=NAMESPACE, labels={names.QUEUE_LABEL: QUEUE})
+        try:
+            outcome: Obj | ApiError = await fake.create(r.VCJOBS, labelled, user=ALICE)
+        except ApiError as err:
+            outcome = err
+        calls = [c for c in autowrap.emulator.calls
+                 if c.request["request"]["kind"]["group"] == "batch.volcano.sh"]  # fmt: skip
+        assert calls, "the labelled job went through autowrap's webhooks"
+        assert all(c.request["request"]["userInfo"]["username"] == "alice" for c in calls)
+        assert all(c.request["request"]["operation"] == "CREATE" for c in calls)
+        stored = fake.store.get(r.VCJOBS, NAMESPACE, "train")
+        assert (stored is None) == isinstance(outcome, ApiError)
+
+        plain = await fake.create(r.VCJOBS, vcjob("plain", namespace=NAMESPACE))
+        plain["metadata"]["labels"] = {"deny": "1"}
+        with pytest.raises(ApiError) as err:  # the in-process webhook runs for UPDATE too
+            await fake.update(r.VCJOBS, plain)
+        assert err.value.status == 400
+        assert err.value.message == 'admission webhook "kyverno" denied the request: blocked'
+        with pytest.raises(ApiError) as err:
+            await fake.create(r.VCJOBS, vcjob("x", namespace=NAMESPACE, labels={"deny": "y"}))
+        assert "denied the request: blocked" in err.value.message
+        assert await fake.delete(r.VCJOBS, NAMESPACE, "plain") is not None

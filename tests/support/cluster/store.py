@@ -19,7 +19,7 @@ import datetime
 import json
 import re
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -736,7 +736,7 @@ class Store:
 
     # -- watch -----------------------------------------------------------------------------
 
-    async def watch(
+    def watch(
         self,
         res: Resource,
         namespace: str | None = None,
@@ -746,15 +746,17 @@ class Store:
         fields: str | None = None,
         bookmark_interval: float | None = None,
         initial_events_end: bool = False,
-    ) -> AsyncIterator[tuple[str, JsonDict]]:
+    ) -> Watch:
         """ADDED/MODIFIED/DELETED (and BOOKMARK) events, the cacher's Watch semantics.
 
         No ``resource_version`` (or "0"): synthetic ADDED for every current object, then
-        changes. A number: every change after it, or ApiError 410 Expired when it is older
-        than the retained history (watch_cache_history.go:236-238).
+        changes. A number: every change after it, or ApiError 410 Expired, raised here, when
+        it is older than the retained history (watch_cache_history.go:236-238).
         ``bookmark_interval``: a BOOKMARK whenever no event came for that long.
         ``initial_events_end``: after the initial ADDED events, the bookmark annotated
         ``k8s.io/initial-events-end`` (watch-list, KEP-3157).
+        The watch is registered at once (no event can fall between this call and the first
+        ``anext``); ``aclose()`` it, or exhaust it, to unregister.
         """
         self._table(res)
         matches = _and(label_matcher(labels), field_matcher(res, fields))
@@ -779,25 +781,12 @@ class Store:
                     seen = watcher.translate(event)
                     if seen is not None:
                         backlog.append((seen[0], copy.deepcopy(seen[1])))
+        if initial_events_end:
+            backlog.append(("BOOKMARK", self._bookmark(res, initial_end=True)))
+        for item in backlog:
+            watcher.queue.put_nowait(item)
         self._watchers.append(watcher)
-        try:
-            for event_type, obj in backlog:
-                yield event_type, obj
-            if initial_events_end:
-                yield "BOOKMARK", self._bookmark(res, initial_end=True)
-            while True:
-                if bookmark_interval is None:
-                    yield await watcher.queue.get()
-                    continue
-                try:
-                    async with asyncio.timeout(bookmark_interval):
-                        item = await watcher.queue.get()
-                except TimeoutError:
-                    yield "BOOKMARK", self._bookmark(res)
-                    continue
-                yield item
-        finally:
-            self._watchers.remove(watcher)
+        return Watch(self, watcher, bookmark_interval)
 
     def _bookmark(self, res: Resource, *, initial_end: bool = False) -> JsonDict:
         meta: JsonDict = {"resourceVersion": str(self._rv)}
@@ -954,6 +943,39 @@ class Store:
             self._remove(res, key, new)
         else:
             self._commit(res, "MODIFIED", new, obj)
+
+
+class Watch:
+    """One registered watch; an async iterator of ``(type, object)``."""
+
+    def __init__(self, store: Store, watcher: _Watcher, bookmark_interval: float | None) -> None:
+        self._store = store
+        self._watcher = watcher
+        self._interval = bookmark_interval
+        self.closed = False
+
+    def __aiter__(self) -> Watch:
+        return self
+
+    async def __anext__(self) -> tuple[str, JsonDict]:
+        if self.closed:
+            raise StopAsyncIteration
+        queue = self._watcher.queue
+        if self._interval is None:
+            return await queue.get()
+        try:
+            async with asyncio.timeout(self._interval):
+                return await queue.get()
+        except TimeoutError:
+            if not queue.empty():
+                return queue.get_nowait()
+            return "BOOKMARK", self._store._bookmark(self._watcher.res)
+
+    async def aclose(self) -> None:
+        if not self.closed:
+            self.closed = True
+            if self._watcher in self._store._watchers:
+                self._store._watchers.remove(self._watcher)
 
 
 def _drop_owner(meta: JsonDict, uid: Any) -> None:

@@ -1,0 +1,834 @@
+"""FakeCluster: the front door of the fake cluster (admission, then the store) and its REST API.
+
+A write goes the way kube-apiserver sends it (handlers/create.go:180-215, update.go:176-216,
+patch.go:211-245, delete.go:138-175 of k8s.io/apiserver @24a394e5): the object is decoded and
+defaulted, managedFields are computed, mutating webhooks run (sequentially), the name is
+generated, validating webhooks run (in parallel, including the in-process ones added with
+:meth:`FakeCluster.add_validating_webhook`), then storage decides (AlreadyExists, Conflict).
+Admission goes through :class:`ApiserverEmulator` when one is attached, so autowrap's real
+webhook server is called over TLS. Subresource writes (``/status``) skip webhooks: every
+configured rule names the main resource, which does not match ``pods/status``.
+
+The HTTP API serves the real REST paths on loopback with bearer-token authentication, so the
+official ``kubernetes.aio`` client (or kubectl) works against it unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+import re
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from tests.support.apiserver import ApiserverEmulator, InProcessValidator, UserInfo, status_json
+from tests.support.apiserver import generate_name as _generate_name
+from tests.support.cluster import fields as managed
+from tests.support.cluster import patches
+from tests.support.cluster.resources import ALL, NAMESPACES, PODS, SERVICES, Resource
+from tests.support.cluster.store import ApiError, JsonDict, Store, bad_request
+from tests.support.fakekube import AccessRule, FakeKube, RecordedRequest
+
+ADMIN = UserInfo(username="kubernetes-admin", groups=("system:masters", "system:authenticated"))
+AUTHORIZATION = "authorization.k8s.io"
+NOT_FOUND_MESSAGE = "the server could not find the requested resource"
+DEFAULT_BOOKMARK_INTERVAL = 1.0
+_USER = web.RequestKey("user", UserInfo)
+# Stores with ReturnDeletedObject (pod, service and namespace REST); others answer a Status.
+_RETURNS_DELETED = (PODS, SERVICES, NAMESPACES)
+_DEFAULT_FAULT_MESSAGES = {
+    409: "Operation cannot be fulfilled: injected conflict",
+    429: "the server has received too many requests and has asked us to try again later",
+    500: "Internal error occurred: injected fault",
+    503: "the server is currently unable to handle the request",
+}
+
+
+@dataclass
+class Fault:
+    """An injected failure answered instead of the real request; ``hits`` counts firings."""
+
+    method: str
+    path_regex: re.Pattern[str]
+    status: int
+    times: int | None
+    message: str | None
+    hits: int = 0
+
+    def matches(self, method: str, path: str) -> bool:
+        if self.times is not None and self.hits >= self.times:
+            return False
+        if self.method not in ("*", method.upper()):
+            return False
+        return self.path_regex.search(path) is not None
+
+
+@dataclass(frozen=True)
+class _Target:
+    res: Resource
+    namespace: str | None
+    name: str | None
+    subresource: str
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").lower() in ("true", "1")
+
+
+def _json(data: Any, status: int = 200, warnings: Sequence[str] = ()) -> web.Response:
+    response = web.Response(status=status, text=json.dumps(data), content_type="application/json")
+    for warning in warnings:
+        response.headers.add("Warning", f'299 - "{warning}"')
+    return response
+
+
+def _status_response(error: ApiError) -> web.Response:
+    return _json(error.status_json(), error.status)
+
+
+def _generic_not_found() -> ApiError:
+    return ApiError(404, NOT_FOUND_MESSAGE, "NotFound", {})
+
+
+class FakeCluster:
+    """Store + admission + HTTP. ``resources`` decides what discovery publishes: pass
+    ``resources.WITHOUT_KUEUE`` for a cluster where Kueue is not installed."""
+
+    def __init__(
+        self,
+        *,
+        emulator: ApiserverEmulator | None = None,
+        token: str = "fake-token",
+        users: Mapping[str, UserInfo] | None = None,
+        resources: Sequence[Resource] = ALL,
+        store: Store | None = None,
+        bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL,
+        host: str = "127.0.0.1",
+    ) -> None:
+        self.store = store or Store(resources)
+        self.emulator = emulator
+        self.token = token
+        self.users: dict[str, UserInfo] = {token: ADMIN, **(users or {})}
+        self.bookmark_interval = bookmark_interval
+        self.host = host
+        self.port = 0
+        self.requests: list[RecordedRequest] = []
+        self.faults: list[Fault] = []
+        self.access_rules: list[AccessRule] = []
+        self.default_allow = True
+        self.sars: list[JsonDict] = []
+        self.validators: list[InProcessValidator] = []
+        self._runner: web.AppRunner | None = None
+        self._streams: set[asyncio.Task[Any]] = set()
+        if emulator is not None:
+            for ns in self.store.list(NAMESPACES):
+                emulator.set_namespace(ns["metadata"]["name"], ns["metadata"].get("labels"))
+            self.store.on_write(self._sync_namespace)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    async def start(self) -> None:
+        if self._runner is not None:
+            return
+        app = web.Application(middlewares=[self._middleware], client_max_size=8 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self._route)
+        runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, self.host, self.port).start()
+        self.port = int(runner.addresses[0][1])
+        self._runner = runner
+
+    async def stop(self) -> None:
+        runner, self._runner = self._runner, None
+        for task in list(self._streams):
+            task.cancel()
+        if runner is not None:
+            await runner.cleanup()
+
+    async def __aenter__(self) -> FakeCluster:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def write_kubeconfig(self, path: Path, namespace: str = "default") -> Path:
+        """A kubeconfig with token auth for ``kubernetes(.aio).config.load_kube_config``."""
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "fake-user", "user": {"token": self.token}}],
+            "contexts": [
+                {
+                    "name": "fake",
+                    "context": {"cluster": "fake", "user": "fake-user", "namespace": namespace},
+                }
+            ],  # fmt: skip
+            "current-context": "fake",
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        return path
+
+    # -- set-up helpers ------------------------------------------------------------------------
+
+    def add_namespace(self, name: str, labels: Mapping[str, str] | None = None) -> JsonDict:
+        """Create (or relabel) a namespace directly in the store, without admission."""
+        existing = self.store.get(NAMESPACES, None, name)
+        if existing is None:
+            return self.store.create(
+                NAMESPACES, {"metadata": {"name": name, "labels": dict(labels or {})}}
+            )
+        existing["metadata"]["labels"] = {**existing["metadata"].get("labels", {}),
+                                          **(labels or {})}  # fmt: skip
+        return self.store.update(NAMESPACES, existing)
+
+    def add_validating_webhook(self, name: str, deny: Callable[[JsonDict], str | None]) -> None:
+        """An in-process validating webhook (Volcano's validatejob, Kyverno...): ``deny`` gets
+        the AdmissionRequest dict (operation, object, oldObject, userInfo...) of every
+        CREATE/UPDATE/DELETE of a main resource and returns a denial message or None. It runs
+        in parallel with the emulator's validating webhooks; a denial reads
+        ``admission webhook "<name>" denied the request: <message>`` with code 400."""
+        self.validators.append((name, deny))
+
+    def allow(self, user: str | None = None, **attrs: Any) -> AccessRule:
+        return self._rule(True, user, attrs)
+
+    def deny(self, user: str | None = None, **attrs: Any) -> AccessRule:
+        return self._rule(False, user, attrs)
+
+    def _rule(self, allowed: bool, user: str | None, attrs: dict[str, Any]) -> AccessRule:
+        in_group = attrs.pop("in_group", None)
+        wanted = {k: attrs.pop(k, "*") for k in
+                  ("verb", "group", "resource", "namespace", "name", "subresource")}  # fmt: skip
+        reason = attrs.pop("reason", f"fake rule for {user or in_group}")
+        if attrs:
+            raise TypeError(f"unknown access rule attributes {sorted(attrs)}")
+        rule = AccessRule(allowed, user, in_group, reason=reason, **wanted)
+        self.access_rules.append(rule)
+        return rule
+
+    def inject(
+        self,
+        method: str,
+        path_regex: str,
+        status: int,
+        *,
+        times: int | None = 1,
+        message: str | None = None,
+    ) -> Fault:
+        """Answer matching requests (``re.search`` on the path) with a metav1.Status error."""
+        fault = Fault(method.upper(), re.compile(path_regex), status, times, message)
+        self.faults.append(fault)
+        return fault
+
+    def requests_to(self, method: str, path_regex: str) -> list[RecordedRequest]:
+        pattern = re.compile(path_regex)
+        return [q for q in self.requests if q.method == method.upper() and pattern.search(q.path)]
+
+    def _sync_namespace(
+        self, kind: str, res: Resource, obj: JsonDict, old: JsonDict | None
+    ) -> None:
+        if res == NAMESPACES and kind != "DELETED" and self.emulator is not None:
+            self.emulator.set_namespace(obj["metadata"]["name"], obj["metadata"].get("labels"))
+
+    # -- the front door ------------------------------------------------------------------------
+
+    async def create(
+        self,
+        res: Resource,
+        obj: Mapping[str, Any],
+        *,
+        namespace: str | None = None,
+        user: UserInfo = ADMIN,
+        dry_run: bool = False,
+        field_manager: str | None = None,
+    ) -> JsonDict:
+        created, _ = await self._create(res, obj, namespace, user, dry_run, field_manager)
+        return created
+
+    async def update(
+        self,
+        res: Resource,
+        obj: Mapping[str, Any],
+        *,
+        user: UserInfo = ADMIN,
+        dry_run: bool = False,
+        subresource: str = "",
+        field_manager: str | None = None,
+    ) -> JsonDict:
+        updated, _ = await self._update(res, obj, user, dry_run, subresource, field_manager)
+        return updated
+
+    async def patch(
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        body: Any,
+        patch_type: str,
+        *,
+        user: UserInfo = ADMIN,
+        field_manager: str | None = None,
+        subresource: str = "",
+        force: bool = False,
+        dry_run: bool = False,
+    ) -> JsonDict:
+        patched, _, _ = await self._patch(res, namespace, name, body, patch_type, user,
+                                          field_manager, subresource, force, dry_run)  # fmt: skip
+        return patched
+
+    async def apply(
+        self,
+        res: Resource,
+        obj: Mapping[str, Any],
+        *,
+        field_manager: str,
+        user: UserInfo = ADMIN,
+        force: bool = False,
+        dry_run: bool = False,
+    ) -> JsonDict:
+        """Server-side apply (PATCH application/apply-patch+yaml); creates when absent."""
+        meta = obj.get("metadata") or {}
+        return await self.patch(res, meta.get("namespace"), str(meta.get("name", "")), obj,
+                                patches.APPLY_PATCH, user=user, field_manager=field_manager,
+                                force=force, dry_run=dry_run)  # fmt: skip
+
+    async def delete(
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        *,
+        user: UserInfo = ADMIN,
+        propagation: str | None = "Background",
+        uid: str | None = None,
+        resource_version: str | None = None,
+        grace_period_seconds: int | None = None,
+        dry_run: bool = False,
+    ) -> JsonDict | None:
+        old = self.store.get(res, namespace, name)
+        if old is None:
+            raise ApiError(404, f'{res.qualified} "{name}" not found', "NotFound",
+                           {"name": name, **({"group": res.group} if res.group else {}),
+                            "kind": res.plural})  # fmt: skip
+        await self._admit("DELETE", res, old, old, user, dry_run, None, "")
+        return self.store.delete(res, namespace, name, propagation=propagation, uid=uid,
+                                 resource_version=resource_version,
+                                 grace_period_seconds=grace_period_seconds,
+                                 dry_run=dry_run)  # fmt: skip
+
+    async def _create(
+        self,
+        res: Resource,
+        obj: Mapping[str, Any],
+        namespace: str | None,
+        user: UserInfo,
+        dry_run: bool,
+        field_manager: str | None,
+    ) -> tuple[JsonDict, tuple[str, ...]]:
+        body = copy.deepcopy(dict(obj))
+        meta = body.setdefault("metadata", {})
+        if res.namespaced:
+            if namespace and meta.get("namespace") and meta["namespace"] != namespace:
+                raise bad_request("the namespace of the provided object does not match the "
+                                  "namespace sent on the request")  # fmt: skip
+            meta["namespace"] = namespace or meta.get("namespace")
+        new = self.store.prepare_create(res, body, field_manager=field_manager)
+        admitted, warnings = await self._admit("CREATE", res, new, None, user, dry_run,
+                                               field_manager, "")  # fmt: skip
+        return self.store.commit_create(res, admitted, dry_run=dry_run), warnings
+
+    async def _update(
+        self,
+        res: Resource,
+        obj: Mapping[str, Any],
+        user: UserInfo,
+        dry_run: bool,
+        subresource: str,
+        field_manager: str | None,
+    ) -> tuple[JsonDict, tuple[str, ...]]:
+        new = self.store.prepare_update(res, obj, subresource=subresource,
+                                        field_manager=field_manager)  # fmt: skip
+        meta = new["metadata"]
+        old = self.store.get(res, meta.get("namespace"), str(meta["name"]))
+        admitted, warnings = await self._admit("UPDATE", res, new, old, user, dry_run,
+                                               field_manager, subresource)  # fmt: skip
+        stored = self.store.commit_update(res, admitted, subresource=subresource, dry_run=dry_run)
+        return stored, warnings
+
+    async def _patch(
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        body: Any,
+        patch_type: str,
+        user: UserInfo,
+        field_manager: str | None,
+        subresource: str,
+        force: bool,
+        dry_run: bool,
+    ) -> tuple[JsonDict, tuple[str, ...], bool]:
+        old, new = self.store.patched(res, namespace, name, body, patch_type,
+                                      subresource=subresource, field_manager=field_manager,
+                                      force=force)  # fmt: skip
+        if old is None:  # an apply that creates
+            admitted, warnings = await self._admit("CREATE", res, new, None, user, dry_run,
+                                                   field_manager, "")  # fmt: skip
+            return self.store.commit_create(res, admitted, dry_run=dry_run), warnings, True
+        admitted, warnings = await self._admit("UPDATE", res, new, old, user, dry_run,
+                                               field_manager, subresource)  # fmt: skip
+        stored = self.store.commit_update(res, admitted, subresource=subresource, dry_run=dry_run)
+        return stored, warnings, False
+
+    async def _admit(
+        self,
+        operation: str,
+        res: Resource,
+        obj: JsonDict,
+        old: JsonDict | None,
+        user: UserInfo,
+        dry_run: bool,
+        field_manager: str | None,
+        subresource: str,
+    ) -> tuple[JsonDict, tuple[str, ...]]:
+        """Mutating, name generation, validating: through the emulator when one is attached."""
+        if subresource:
+            return obj, ()
+        if self.emulator is not None:
+            result = await self.emulator.admit(
+                operation, obj, old_object=old, user=user, dry_run=dry_run,
+                resource=res.plural, namespaced=res.namespaced, field_manager=field_manager,
+                validators=self.validators,
+            )  # fmt: skip
+            if not result.allowed:
+                raise ApiError.from_status(result.status or {})
+            return result.object, tuple(result.warnings)
+        admitted = copy.deepcopy(obj)
+        meta = admitted["metadata"]
+        if operation == "CREATE" and not meta.get("name") and meta.get("generateName"):
+            meta["name"] = _generate_name(str(meta["generateName"]))
+        request = self._request(operation, res, admitted, old, user, dry_run)
+        for name, deny in self.validators:
+            message = deny(request)
+            if message is not None:
+                raise ApiError(400, f'admission webhook "{name}" denied the request: {message}')
+        return admitted, ()
+
+    @staticmethod
+    def _request(
+        operation: str,
+        res: Resource,
+        obj: JsonDict,
+        old: JsonDict | None,
+        user: UserInfo,
+        dry_run: bool,
+    ) -> JsonDict:
+        """The AdmissionRequest an in-process webhook sees when no emulator is attached."""
+        meta = obj.get("metadata") or {}
+        gvk = {"group": res.group, "version": res.version, "kind": res.kind}
+        gvr = {"group": res.group, "version": res.version, "resource": res.plural}
+        request: JsonDict = {"uid": str(uuid.uuid4()), "kind": gvk, "resource": gvr,
+                             "requestKind": gvk, "requestResource": gvr,
+                             "operation": operation, "userInfo": user.to_json(),
+                             "object": None if operation == "DELETE" else copy.deepcopy(obj),
+                             "oldObject": copy.deepcopy(old), "dryRun": dry_run}  # fmt: skip
+        if meta.get("name") and operation != "CREATE":
+            request["name"] = meta["name"]
+        if meta.get("namespace"):
+            request["namespace"] = meta["namespace"]
+        return request
+
+    # -- HTTP ----------------------------------------------------------------------------------
+
+    @web.middleware
+    async def _middleware(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        """Authenticate, record, inject faults, and answer every error as a metav1.Status."""
+        raw = await request.read()
+        header = request.headers.get("Authorization", "")
+        token = header[len("Bearer ") :] if header.startswith("Bearer ") else None
+        user = self.users.get(token) if token else None
+        body: Any = None
+        if raw:
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                body = raw.decode("utf-8", "replace")
+        self.requests.append(
+            RecordedRequest(
+                request.method,
+                request.path,
+                dict(request.query),
+                body,
+                user.username if user else "",
+                request.headers.get("Impersonate-User"),
+            )  # fmt: skip
+        )
+        if user is None:
+            return _json(status_json(401, "Unauthorized", "Unauthorized"), 401)
+        request[_USER] = FakeKube._effective_user(request, user)
+        fault = next((f for f in self.faults if f.matches(request.method, request.path)), None)
+        if fault is not None:
+            fault.hits += 1
+            message = fault.message or _DEFAULT_FAULT_MESSAGES.get(
+                fault.status, f"injected fault {fault.status}"
+            )
+            return _json(status_json(fault.status, message), fault.status)
+        try:
+            return await handler(request)
+        except ApiError as err:
+            return _status_response(err)
+        except Exception as exc:  # a bug in the fake still answers like an apiserver
+            return _json(status_json(500, f"Internal error occurred: {exc!r}"), 500)
+
+    async def _route(self, request: web.Request) -> web.StreamResponse:
+        path = request.path.rstrip("/")
+        parts = [p for p in path.split("/") if p]
+        if path == "/version":
+            return _json({"major": "1", "minor": "33", "gitVersion": "v1.33.0-fake",
+                          "platform": "linux/amd64"})  # fmt: skip
+        if parts == ["api"]:
+            return _json({"kind": "APIVersions", "versions": ["v1"],
+                          "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0",
+                                                          "serverAddress": f"{self.host}:{self.port}"}]})  # fmt: skip
+        if parts == ["apis"]:
+            return _json(self._group_list())
+        if len(parts) >= 2 and parts[0] == "api":
+            group, version, rest = "", parts[1], parts[2:]
+        elif len(parts) >= 3 and parts[0] == "apis":
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            raise _generic_not_found()
+        if not rest:
+            return _json(self._resource_list(group, version))
+        if (
+            group == AUTHORIZATION
+            and version == "v1"
+            and rest in (["subjectaccessreviews"], ["selfsubjectaccessreviews"])
+        ):
+            if request.method != "POST":
+                raise _generic_not_found()
+            return await self._access_review(request, rest[0])
+        target = self._target(group, version, rest)
+        return await self._serve(request, target)
+
+    def _served(self) -> list[Resource]:
+        return [r for r in self.store.resources]
+
+    def _target(self, group: str, version: str, rest: list[str]) -> _Target:
+        served = {(r.group, r.version, r.plural): r for r in self._served()}
+
+        def resource(plural: str) -> Resource:
+            found = served.get((group, version, plural))
+            if found is None:
+                raise _generic_not_found()
+            return found
+
+        core_ns = group == "" and rest[0] == "namespaces"
+        if core_ns and len(rest) >= 3 and (group, version, rest[2]) in served:
+            res = resource(rest[2])
+            if not res.namespaced:
+                raise _generic_not_found()
+            tail = rest[3:]
+            if len(tail) > 2:
+                raise _generic_not_found()
+            return _Target(
+                res, rest[1], tail[0] if tail else None, tail[1] if len(tail) > 1 else ""
+            )
+        if not core_ns and rest[0] == "namespaces" and len(rest) >= 3:
+            res = resource(rest[2])
+            tail = rest[3:]
+            if not res.namespaced or len(tail) > 2:
+                raise _generic_not_found()
+            return _Target(
+                res, rest[1], tail[0] if tail else None, tail[1] if len(tail) > 1 else ""
+            )
+        res = resource(rest[0])
+        tail = rest[1:]
+        if len(tail) > 2 or (tail and res.namespaced):
+            raise _generic_not_found()
+        return _Target(res, None, tail[0] if tail else None, tail[1] if len(tail) > 1 else "")
+
+    async def _serve(self, request: web.Request, target: _Target) -> web.StreamResponse:
+        res, method, query = target.res, request.method, request.query
+        user: UserInfo = request[_USER]
+        dry_run = self._dry_run(request)
+        manager = query.get("fieldManager") or _manager_from_agent(request)
+        if target.subresource and (target.subresource != "status" or not res.status_subresource):
+            raise _generic_not_found()
+        if target.name is None:
+            if method == "GET":
+                if _truthy(query.get("watch")):
+                    return await self._watch(request, target)
+                return self._list(target, request)
+            if method == "POST":
+                body = await self._body(request)
+                created, warnings = await self._create(res, body, target.namespace, user,
+                                                       dry_run, manager)  # fmt: skip
+                return _json(created, 201, warnings)
+            raise self._method_not_allowed(method)
+        name = target.name
+        if method == "GET":
+            found = self.store.get(res, target.namespace, name)
+            if found is None:
+                raise ApiError(404, f'{res.qualified} "{name}" not found', "NotFound",
+                               {"name": name, **({"group": res.group} if res.group else {}),
+                                "kind": res.plural})  # fmt: skip
+            return _json(found)
+        if method == "PUT":
+            body = await self._body(request)
+            meta = body.setdefault("metadata", {})
+            if meta.get("name") and meta["name"] != name:
+                raise bad_request(f"the name of the object ({meta['name']}) does not match the "
+                                  f"name on the URL ({name})")  # fmt: skip
+            if res.namespaced:
+                if meta.get("namespace") and meta["namespace"] != target.namespace:
+                    raise bad_request("the namespace of the provided object does not match "
+                                      "the namespace sent on the request")  # fmt: skip
+                meta["namespace"] = target.namespace
+            meta["name"] = name
+            updated, warnings = await self._update(res, body, user, dry_run, target.subresource,
+                                                   manager)  # fmt: skip
+            return _json(updated, 200, warnings)
+        if method == "PATCH":
+            patch_type = request.content_type
+            raw = await request.read()
+            body: Any = raw.decode() if patch_type == patches.APPLY_PATCH else _decode(raw)
+            field_manager = query.get("fieldManager")
+            if patch_type != patches.APPLY_PATCH:
+                field_manager = field_manager or manager
+            patched, warnings, created = await self._patch(
+                res, target.namespace, name, body, patch_type, user, field_manager,
+                target.subresource, _truthy(query.get("force")), dry_run,
+            )  # fmt: skip
+            return _json(patched, 201 if created else 200, warnings)
+        if method == "DELETE" and not target.subresource:
+            return await self._delete(request, target, user, dry_run)
+        raise self._method_not_allowed(method)
+
+    @staticmethod
+    def _method_not_allowed(method: str) -> ApiError:
+        return ApiError(405, "the server does not allow this method on the requested resource "
+                             f"({method})", "MethodNotAllowed", {})  # fmt: skip
+
+    @staticmethod
+    def _dry_run(request: web.Request) -> bool:
+        values = request.query.getall("dryRun", [])
+        for value in values:
+            if value != "All":
+                raise bad_request(f'dryRun: Unsupported value: "{value}": supported values: "All"')
+        return bool(values)
+
+    @staticmethod
+    async def _body(request: web.Request) -> JsonDict:
+        body = _decode(await request.read())
+        if not isinstance(body, dict):
+            raise bad_request("the body of the request was in an unknown format")
+        return body
+
+    def _list(self, target: _Target, request: web.Request) -> web.Response:
+        query = request.query
+        items = self.store.list(target.res, target.namespace, labels=query.get("labelSelector"),
+                                fields=query.get("fieldSelector"))  # fmt: skip
+        return _json(
+            {
+                "kind": target.res.list_kind,
+                "apiVersion": target.res.api_version,
+                "metadata": {"resourceVersion": self.store.resource_version},
+                "items": items,
+            }
+        )
+
+    async def _watch(self, request: web.Request, target: _Target) -> web.StreamResponse:
+        """A chunked stream of watch events; a too-old resourceVersion is an ERROR event with
+        a 410 Status on a 200 response, as the cacher's errWatcher sends it
+        (storage/cacher/cacher.go:583-589, :1400)."""
+        query = request.query
+        bookmarks = _truthy(query.get("allowWatchBookmarks"))
+        initial = _truthy(query.get("sendInitialEvents"))
+        timeout = float(query["timeoutSeconds"]) if query.get("timeoutSeconds") else None
+        error: ApiError | None = None
+        stream = None
+        try:
+            stream = self.store.watch(
+                target.res, target.namespace, resource_version=query.get("resourceVersion"),
+                labels=query.get("labelSelector"), fields=query.get("fieldSelector"),
+                bookmark_interval=self.bookmark_interval if bookmarks else None,
+                initial_events_end=initial and bookmarks,
+            )  # fmt: skip
+        except ApiError as err:
+            if err.status != 410:
+                raise
+            error = err
+        response = web.StreamResponse(status=200)
+        response.content_type = "application/json"
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        task = asyncio.current_task()
+        if task is not None:
+            self._streams.add(task)
+        try:
+            if error is not None:
+                await _send(response, "ERROR", error.status_json())
+                return response
+            assert stream is not None
+            async with asyncio.timeout(timeout):
+                async for event_type, obj in stream:
+                    await _send(response, event_type, obj)
+        except (TimeoutError, ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            if task is not None:
+                self._streams.discard(task)
+            if stream is not None:
+                await stream.aclose()
+        with contextlib.suppress(ConnectionResetError, RuntimeError):
+            await response.write_eof()
+        return response
+
+    async def _delete(
+        self, request: web.Request, target: _Target, user: UserInfo, dry_run: bool
+    ) -> web.Response:
+        raw = await request.read()
+        options = _decode(raw) if raw else {}
+        if not isinstance(options, dict):
+            raise bad_request("the body of the request was in an unknown format")
+        if options.get("dryRun"):
+            dry_run = True
+        query = request.query
+        propagation = options.get("propagationPolicy") or query.get("propagationPolicy")
+        if propagation is None and options.get("orphanDependents") is not None:
+            propagation = "Orphan" if options["orphanDependents"] else "Background"
+        grace = options.get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
+        preconditions = options.get("preconditions") or {}
+        name = str(target.name)
+        before = self.store.get(target.res, target.namespace, name)
+        result = await self.delete(
+            target.res, target.namespace, name, user=user, propagation=propagation,
+            uid=preconditions.get("uid"), resource_version=preconditions.get("resourceVersion"),
+            grace_period_seconds=int(grace) if grace is not None else None, dry_run=dry_run,
+        )  # fmt: skip
+        still_there = self.store.get(target.res, target.namespace, name) is not None
+        if still_there or target.res in _RETURNS_DELETED or result is None:
+            return _json(result)
+        details = {"name": name, "group": target.res.group, "kind": target.res.plural,
+                   "uid": (before or {}).get("metadata", {}).get("uid", "")}  # fmt: skip
+        return _json({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                      "status": "Success", "details": details})  # fmt: skip
+
+    # -- discovery -----------------------------------------------------------------------------
+
+    def _group_list(self) -> JsonDict:
+        versions: dict[str, list[str]] = {}
+        for res in self._served():
+            if res.group and res.version not in versions.setdefault(res.group, []):
+                versions[res.group].append(res.version)
+        versions.setdefault(AUTHORIZATION, ["v1"])
+        groups = []
+        for group, vs in versions.items():
+            entries = [{"groupVersion": f"{group}/{v}", "version": v} for v in vs]
+            groups.append({"name": group, "versions": entries, "preferredVersion": entries[0]})
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+
+    def _resource_list(self, group: str, version: str) -> JsonDict:
+        listed: list[JsonDict] = []
+        for res in self._served():
+            if (res.group, res.version) != (group, version):
+                continue
+            entry = {"name": res.plural, "singularName": res.singular, "namespaced": res.namespaced,
+                     "kind": res.kind, "verbs": ["create", "delete", "get", "list", "patch",
+                                                 "update", "watch"]}  # fmt: skip
+            if res.short_names:
+                entry["shortNames"] = list(res.short_names)
+            listed.append(entry)
+            if res.status_subresource:
+                listed.append({"name": f"{res.plural}/status", "singularName": "",
+                               "namespaced": res.namespaced, "kind": res.kind,
+                               "verbs": ["get", "patch", "update"]})  # fmt: skip
+        if group == AUTHORIZATION and version == "v1":
+            for plural, kind in (("subjectaccessreviews", "SubjectAccessReview"),
+                                 ("selfsubjectaccessreviews", "SelfSubjectAccessReview")):  # fmt: skip
+                listed.append({"name": plural, "singularName": "", "namespaced": False,
+                               "kind": kind, "verbs": ["create"]})  # fmt: skip
+        if not listed:
+            raise _generic_not_found()
+        return {"kind": "APIResourceList", "apiVersion": "v1",
+                "groupVersion": f"{group}/{version}" if group else version,
+                "resources": listed}  # fmt: skip
+
+    # -- SubjectAccessReview -------------------------------------------------------------------
+
+    async def _access_review(self, request: web.Request, plural: str) -> web.Response:
+        body = await self._body(request)
+        spec = dict(body.get("spec") or {})
+        if plural == "selfsubjectaccessreviews":
+            me: UserInfo = request[_USER]
+            spec.update(user=me.username, groups=list(me.groups), uid=me.uid)
+        user, groups = str(spec.get("user") or ""), list(spec.get("groups") or [])
+        attrs = spec.get("resourceAttributes")
+        if not user and not groups:
+            raise ApiError(422, 'SubjectAccessReview.authorization.k8s.io "" is invalid: '
+                                'spec.user: Invalid value: "": at least one of user or group '
+                                "must be specified", "Invalid")  # fmt: skip
+        if (attrs is None) == (spec.get("nonResourceAttributes") is None):
+            raise ApiError(422, 'SubjectAccessReview.authorization.k8s.io "" is invalid: '
+                                "spec.resourceAttributes: Invalid value: exactly one of "
+                                "nonResourceAttributes or resourceAttributes must be "
+                                "specified", "Invalid")  # fmt: skip
+        self.sars.append(copy.deepcopy(body))
+        status: JsonDict = {"allowed": self.default_allow}
+        if not self.default_allow:
+            status["reason"] = f'no rule allows user "{user}"'
+        for rule in self.access_rules:
+            if attrs is not None and rule.matches(user, groups, attrs):
+                status = ({"allowed": True, "reason": rule.reason} if rule.allowed
+                          else {"allowed": False, "denied": True, "reason": rule.reason})  # fmt: skip
+                break
+        kind = "SelfSubjectAccessReview" if plural.startswith("self") else "SubjectAccessReview"
+        review = {**copy.deepcopy(body), "apiVersion": f"{AUTHORIZATION}/v1", "kind": kind}
+        review.setdefault("metadata", {}).setdefault("creationTimestamp", None)
+        review["spec"] = {**(body.get("spec") or {})}
+        review["status"] = status
+        return _json(review, 201)
+
+
+def _decode(raw: bytes) -> Any:
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        try:
+            return yaml.safe_load(raw)
+        except yaml.YAMLError as exc:
+            raise bad_request(f"the body of the request was in an unknown format: {exc}") from exc
+
+
+def _manager_from_agent(request: web.Request) -> str:
+    """managerOrUserAgent (handlers/create.go): the User-Agent up to its first "/"."""
+    agent = request.headers.get("User-Agent", "")
+    return agent.split("/", 1)[0] or "unknown"
+
+
+async def _send(response: web.StreamResponse, event_type: str, obj: JsonDict) -> None:
+    line = json.dumps({"type": event_type, "object": obj}) + "\n"
+    await response.write(line.encode())
+
+
+__all__ = ["ADMIN", "Fault", "FakeCluster", "managed"]
