@@ -1034,3 +1034,69 @@ async def test_an_injected_ca_bundle_fills_configurations_without_one(
         listener.host, listener.port, [validating("v", spec)], ca_bundle=ca
     )
     assert (await emulator.create(pod())).allowed
+
+
+# --- UPDATE and DELETE through admit() ----------------------------------------------------------
+
+
+def _all_operations(name: str, path: str, ca: str) -> JsonDict:
+    spec = hook(name, path, ca)
+    spec["rules"][0]["operations"] = ["CREATE", "UPDATE", "DELETE"]
+    return spec
+
+
+async def test_update_and_delete_reviews_carry_the_old_object(
+    stubs: StubWebhooks, ca: str, emulator_for: EmulatorFactory
+) -> None:
+    stubs.on("/validate", allow)
+    emulator = emulator_for(validating("v", _all_operations("v.autowrap.io", "/validate", ca)))
+    old, new = pod(app="a"), pod(app="b")
+    user = UserInfo(username="bob")
+
+    updated = await emulator.admit("UPDATE", new, old_object=old, user=user)
+    deleted = await emulator.admit("DELETE", old, old_object=old, user=user)
+
+    assert updated.allowed and deleted.allowed
+    update, delete = (r["request"] for r in stubs.reviews("/validate"))
+    assert update["operation"] == "UPDATE" and update["name"] == "p"
+    assert update["object"]["metadata"]["labels"] == {"app": "b"}
+    assert update["oldObject"]["metadata"]["labels"] == {"app": "a"}
+    assert update["options"]["kind"] == "UpdateOptions"
+    assert delete["operation"] == "DELETE" and delete["object"] is None
+    assert delete["oldObject"]["metadata"]["labels"] == {"app": "a"}
+    assert delete["options"]["kind"] == "DeleteOptions"
+    assert delete["userInfo"]["username"] == "bob"
+    assert emulator.stored == {}, "admit() never stores"
+
+
+async def test_a_patch_on_delete_is_an_internal_error(
+    stubs: StubWebhooks, ca: str, emulator_for: EmulatorFactory
+) -> None:
+    stubs.on("/mutate", patching({"op": "add", "path": "/metadata/labels", "value": {}}))
+    emulator = emulator_for(mutating("m", _all_operations("m.autowrap.io", "/mutate", ca)))
+
+    result = await emulator.admit("DELETE", pod(), old_object=pod())
+
+    assert not result.allowed and result.status_code == 500
+    assert "attempted to modify the object, which is not supported" in result.message
+
+
+async def test_in_process_validators_run_with_the_configured_ones(
+    stubs: StubWebhooks, ca: str, emulator_for: EmulatorFactory
+) -> None:
+    stubs.on("/validate", allow)
+    emulator = emulator_for(validating("v", hook("v.autowrap.io", "/validate", ca)))
+    seen: list[JsonDict] = []
+
+    def deny(request: JsonDict) -> str | None:
+        seen.append(request)
+        return "no pods today"
+
+    result = await emulator.admit("CREATE", pod(), validators=[("validatejob.volcano.sh", deny)])
+
+    assert not result.allowed and result.status_code == 400
+    assert result.message == (
+        'admission webhook "validatejob.volcano.sh" denied the request: no pods today'
+    )
+    assert len(stubs.reviews("/validate")) == 1, "the configured webhook was called too"
+    assert seen[0]["operation"] == "CREATE" and seen[0]["object"]["metadata"]["name"] == "p"
