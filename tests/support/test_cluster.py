@@ -65,7 +65,8 @@ def test_store_create_fills_system_fields_and_refuses_duplicates() -> None:
 def test_store_update_conflict_generation_and_status_split() -> None:
     store = Store()
     job = store.create(r.VCJOBS, {"metadata": {"name": "j", "namespace": "default"},
-                                  "spec": {"tasks": []}, "status": {"state": "x"}})  # fmt: skip
+                                  "spec": {"tasks": [{"name": "t", "replicas": 1}]},
+                                  "status": {"state": "x"}})  # fmt: skip
     assert "status" not in job  # the status subresource ignores status on create
     stale = copy.deepcopy(job)
     job["metadata"]["labels"] = {"a": "b"}
@@ -623,3 +624,15 @@ async def test_front_door_calls_the_real_webhook_with_the_user(autowrap: Any) ->
             await fake.create(r.VCJOBS, vcjob("x", namespace=NAMESPACE, labels={"deny": "y"}))
         assert "denied the request: blocked" in err.value.message
         assert await fake.delete(r.VCJOBS, NAMESPACE, "plain") is not None
+
+
+def test_store_checks_custom_resources_against_the_crd_schema() -> None:
+    store = Store()
+    if not store.validate_schemas:
+        pytest.skip("../shared/crds is not present")
+    bad = {"metadata": {"name": "j", "namespace": "default"}, "spec": {"minAvailable": "two"}}
+    with pytest.raises(ApiError) as err:
+        store.create(r.VCJOBS, bad)
+    assert err.value.status == 422 and "spec.minAvailable" in err.value.message
+    store.create(r.VCJOBS, {"metadata": {"name": "j", "namespace": "default"},
+                            "spec": {"minAvailable": 2}})  # fmt: skip

@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from tests import schemas
 from tests.support.apiserver import (
     METADATA_NAME_LABEL,
     generate_name,
@@ -248,6 +249,9 @@ class Store:
     CheckGracefulDelete: a pod bound to a node (``spec.nodeName``) and not terminal is only
     marked for deletion (deletionTimestamp + grace period) until a delete with
     ``grace_period_seconds=0`` arrives, which is what the kubelet sends.
+    ``validate_schemas``: custom resources whose CRD is in ../shared/crds are checked against
+    its openAPIV3Schema on every write (422 Invalid, like the CR strategy's Validate); unknown
+    fields are accepted rather than pruned.
     """
 
     def __init__(
@@ -257,10 +261,12 @@ class Store:
         history_limit: int = 10_000,
         require_namespaces: bool = True,
         graceful_pod_deletion: bool = True,
+        validate_schemas: bool = True,
     ) -> None:
         self.resources: tuple[Resource, ...] = tuple(resources)
         self.require_namespaces = require_namespaces
         self.graceful_pod_deletion = graceful_pod_deletion
+        self.validate_schemas = validate_schemas and schemas.CRD_DIR.is_dir()
         self._objects: dict[Resource, dict[tuple[str, str], JsonDict]] = {
             r: {} for r in self.resources
         }
@@ -394,6 +400,7 @@ class Store:
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = rfc3339_now()
         meta["generation"] = 1
+        self._check_schema(res, new)
         key = self._key(res, ns, name)
         existing = table.get(key)
         if existing is not None:
@@ -406,6 +413,21 @@ class Store:
         self._commit(res, "ADDED", new, None)
         self._settle()
         return copy.deepcopy(table.get(key, new))
+
+    def _check_schema(self, res: Resource, obj: JsonDict) -> None:
+        if not self.validate_schemas or res.crd_file is None:
+            return
+        problems = schemas.errors(obj, res.crd_file, res.version)
+        if problems:
+            name = str(_meta(obj).get("name", ""))
+            field, _, detail = problems[0].partition(": ")
+            error = invalid(res, name, field, "FieldValueInvalid", detail)
+            causes = [
+                {"reason": "FieldValueInvalid", "field": f, "message": d}
+                for f, _, d in (p.partition(": ") for p in problems)
+            ]
+            raise ApiError(422, error.message, "Invalid", {**error.status_json()["details"],
+                                                           "causes": causes})  # fmt: skip
 
     def _validate_name(self, res: Resource, name: str) -> None:
         if not name:
@@ -509,6 +531,7 @@ class Store:
         self._check_preconditions(res, old, meta.get("uid"), meta.get("resourceVersion"))
         if subresource != "status" and _body(new) != _body(old):
             meta["generation"] = int(_meta(old).get("generation") or 0) + 1
+        self._check_schema(res, new)
         if new == old:
             return copy.deepcopy(old)  # a no-op update is not written (no new resourceVersion)
         if dry_run:
