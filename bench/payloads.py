@@ -292,8 +292,8 @@ def build() -> list[Payload]:
         Payload(
             "wrap", names.VALIDATE_PATH,
             "vcjob opting in to wrapping: SubjectAccessReview, LocalQueue lookup and an "
-            "AppWrapper create against the fake Kubernetes API; denied with the redirect (409)",
-            Expect(allowed=False, code=409, message_starts=WRAPPED_PREFIX),
+            "AppWrapper create against the fake Kubernetes API; denied with the redirect (403)",
+            Expect(allowed=False, code=403, message_starts=WRAPPED_PREFIX),
             wrap_candidate, VCJOB_KIND, VCJOB_RES, needs_cluster=True, varies=True,
         ),
         Payload(

@@ -352,10 +352,12 @@ async def _wrap(
     return review.deny(
         request.uid,
         _redirect_message(request, appwrapper, ns, aw_name),
-        # 409: the object is not stored because the AppWrapper stands in its place. kubectl
-        # prints "Error from server (Conflict): ...", then the message says where it went.
-        code=409,
-        reason="Conflict",
+        # 403, kube-apiserver's own code for a webhook denial: no client retries it blindly
+        # (client-go's RetryOnConflict retries a 409; workflow engines and GitOps retry 409 and
+        # 5xx). kubectl prints "Error from server (Forbidden): admission webhook ... denied the
+        # request: Job ns/name was wrapped into AppWrapper ...".
+        code=403,
+        reason="Forbidden",
         warnings=verdict.warnings,
         details={"group": names.APPWRAPPER_GROUP, "kind": names.APPWRAPPER_PLURAL, "name": aw_name},
     )
