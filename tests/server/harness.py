@@ -60,7 +60,15 @@ def cel_predicates(configurations: tuple[Obj, ...]) -> dict[str, Callable[[Obj],
                 program = env.program(env.compile(expression))
 
                 def predicate(request: Obj, program: Any = program) -> bool:
-                    activation = {"object": celpy.json_to_cel(request.get("object") or {})}
+                    # The variables kube-apiserver binds for matchConditions (object, oldObject,
+                    # request); a missing object is null there (e.g. oldObject on CREATE).
+                    activation = {
+                        "object": celpy.json_to_cel(request.get("object")),
+                        "oldObject": celpy.json_to_cel(request.get("oldObject")),
+                        "request": celpy.json_to_cel(
+                            {k: v for k, v in request.items() if k not in ("object", "oldObject")}
+                        ),
+                    }
                     return bool(program.evaluate(activation))
 
                 predicates[expression] = predicate
