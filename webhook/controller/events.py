@@ -73,6 +73,4 @@ class Recorder:
         try:
             await self._api.create(EVENTS, namespace, body, timeout=API_TIMEOUT)
         except ApiFailure as exc:  # an Event is a courtesy: its failure must not fail the step
-            log.warning(
-                "event not recorded", extra={"fields": {"reason": reason, "error": str(exc)}}
-            )
+            log.warning("event not recorded: %s", exc, extra={"fields": {"reason": reason}})

@@ -9,7 +9,6 @@ without that argument and leaves everything else to the library.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -42,9 +41,9 @@ async def lead(
     namespace: str,
     identity: str,
     work: Callable[[], Coroutine[Any, Any, None]],
-    lease_seconds: float = 15.0,
-    renew_seconds: float = 10.0,
-    retry_seconds: float = 2.0,
+    lease_seconds: int = 15,
+    renew_seconds: int = 10,
+    retry_seconds: int = 2,
 ) -> None:
     """Run ``work`` whenever this replica holds the Lease, until cancelled; ``work`` is
     cancelled as soon as the Lease is lost, and the election starts over."""
@@ -58,6 +57,12 @@ async def lead(
             lock, lease_seconds, renew_seconds, retry_seconds, work, stopped
         )
         election = leaderelection.LeaderElection(config)
-        with contextlib.suppress(ApiException):
+        try:
             await election.run()
+        except ApiException as exc:
+            log.warning(
+                "leader election failed, retrying", extra={"fields": {"status": exc.status}}
+            )
+        except (OSError, TimeoutError, ValueError) as exc:
+            log.warning("leader election failed, retrying", extra={"fields": {"error": str(exc)}})
         await asyncio.sleep(retry_seconds)

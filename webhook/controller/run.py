@@ -64,9 +64,10 @@ class Settings:
     namespace: str = names.SERVICE_NAMESPACE
     identity: str = field(default_factory=socket.gethostname)
     workers: int = 4
-    lease_seconds: float = 15.0
-    renew_seconds: float = 10.0
-    retry_seconds: float = 2.0
+    # Whole seconds: the Lease stores leaseDurationSeconds as an integer.
+    lease_seconds: int = 15
+    renew_seconds: int = 10
+    retry_seconds: int = 2
 
 
 class Controller:
@@ -210,7 +211,7 @@ class Controller:
             except ApiFailure as exc:
                 self.errors += 1
                 delay = self.queue.retry(key)
-                log.warning("reconcile failed, retrying", extra={"fields": {
+                log.warning("reconcile failed, retrying: %s", exc, extra={"fields": {
                     "key": "/".join(self._key(key)), "error": str(exc), "retry_in": delay}})  # fmt: skip
             except Exception:
                 self.errors += 1

@@ -1,0 +1,203 @@
+"""The adopt-mode controller against the fake cluster: every step of SPEC section 11."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.adopt.harness import NAMESPACE, QUEUE, adopting, eventually, vcjob
+from tests.support.cluster.resources import APPWRAPPERS, VCJOBS
+from webhook import names
+
+
+def _adopted(job: dict | None) -> bool:
+    return bool(job) and job["metadata"]["labels"].get(names.ADOPTION_LABEL) == "adopted"
+
+
+async def test_a_pending_job_is_adopted_and_its_appwrapper_released_to_kueue(
+    tmp_path: Path,
+) -> None:
+    async with adopting(tmp_path) as cluster:
+        stored = cluster.store_job(vcjob())
+        await cluster.start_controller()
+
+        job = await eventually(lambda: _adopted(cluster.job()) and cluster.job(), what="adopted")
+        aw = cluster.appwrapper()
+        assert aw is not None
+        owner = job["metadata"]["ownerReferences"]
+        assert owner == [{"apiVersion": names.APPWRAPPER_API_VERSION, "kind": "AppWrapper",
+                          "name": "train", "uid": aw["metadata"]["uid"], "controller": True}]  # fmt: skip
+        assert aw["spec"]["suspend"] is True
+        assert aw["metadata"]["labels"][names.QUEUE_LABEL] == QUEUE
+        assert (
+            aw["metadata"]["annotations"][names.ORIGIN_UID_ANNOTATION] == stored["metadata"]["uid"]
+        )
+        # The hold is lifted only after the ownerReference exists.
+        await eventually(
+            lambda: (
+                names.ADMISSION_GATED_BY_ANNOTATION
+                not in (cluster.appwrapper() or {}).get("metadata", {}).get("annotations", {})
+            ),
+            what="hold lifted",
+        )
+        await eventually(lambda: cluster.events("Adopted"), what="Adopted event")
+        job = await eventually(
+            lambda: (
+                (cluster.job() or {})
+                .get("metadata", {})
+                .get("annotations", {})
+                .get(names.STATUS_ANNOTATION)
+            ),
+            what="status annotation",
+        )
+        assert "Queued in LocalQueue 'team-queue'" in job
+
+
+async def test_admission_releases_every_gated_pod_with_kueues_placement(tmp_path: Path) -> None:
+    async with adopting(tmp_path) as cluster:
+        cluster.store_job(vcjob(workers=2))
+        await cluster.start_controller()
+        job = await eventually(lambda: _adopted(cluster.job()) and cluster.job())
+        pods = cluster.volcano_pods(job)
+        assert all(p["spec"]["schedulingGates"] for p in pods)
+
+        cluster.admit()
+
+        def released() -> list[dict] | None:
+            now = cluster.pods()
+            return now if all(not p["spec"].get("schedulingGates") for p in now) else None
+
+        now = await eventually(released, what="pods released")
+        assert len(now) == 3
+        by_name = {p["metadata"]["name"]: p for p in now}
+        assert by_name["train-master-0"]["metadata"]["labels"]["kueue.x-k8s.io/podset"] == "train-0"
+        assert by_name["train-worker-1"]["metadata"]["labels"]["kueue.x-k8s.io/podset"] == "train-1"
+        assert all(p["spec"]["nodeSelector"] == {"pool": "a100"} for p in now)
+        assert all(p["spec"]["tolerations"][-1]["key"] == "gpu" for p in now)
+
+        # A pod created later (a restart) is released the same way.
+        late = cluster.volcano_pod(job, "worker", 2)
+        assert late["spec"]["schedulingGates"]
+        await eventually(released, what="late pod released")
+
+
+async def test_a_placement_that_cannot_apply_leaves_the_pod_gated_with_an_event(
+    tmp_path: Path,
+) -> None:
+    async with adopting(tmp_path) as cluster:
+        job_obj = vcjob(workers=1)
+        job_obj["spec"]["tasks"][1]["template"]["spec"]["nodeSelector"] = {"pool": "h100"}
+        cluster.store_job(job_obj)
+        await cluster.start_controller()
+        job = await eventually(lambda: _adopted(cluster.job()) and cluster.job())
+        cluster.volcano_pods(job)
+
+        cluster.admit()
+
+        await eventually(lambda: cluster.events("ReleaseFailed"), what="ReleaseFailed event")
+        worker = next(p for p in cluster.pods() if p["metadata"]["name"] == "train-worker-0")
+        assert {"name": names.ADMISSION_GATE} in worker["spec"]["schedulingGates"]
+        message = cluster.events("ReleaseFailed")[0]["message"]
+        assert "'pool' is 'h100' on the pod, Kueue assigns 'a100'" in message
+
+
+async def test_a_users_delete_while_queued_takes_the_appwrapper_along(tmp_path: Path) -> None:
+    async with adopting(tmp_path) as cluster:
+        cluster.store_job(vcjob())
+        await cluster.start_controller()
+        await eventually(lambda: _adopted(cluster.job()))
+
+        await cluster.api.delete(VCJOBS, NAMESPACE, "train")
+
+        await eventually(lambda: cluster.job() is None, what="job gone")
+        await eventually(lambda: cluster.appwrapper() is None, what="appwrapper gone")
+
+
+async def test_the_appwrapper_controllers_own_delete_is_let_through(tmp_path: Path) -> None:
+    async with adopting(tmp_path) as cluster:
+        cluster.store_job(vcjob())
+        await cluster.start_controller()
+        await eventually(lambda: _adopted(cluster.job()))
+        cluster.set_phase("Suspending")
+
+        await cluster.api.delete(VCJOBS, NAMESPACE, "train")
+
+        await eventually(lambda: cluster.job() is None, what="job gone")
+        assert cluster.appwrapper() is not None
+
+
+async def test_the_finalizer_goes_once_the_appwrapper_runs(tmp_path: Path) -> None:
+    async with adopting(tmp_path) as cluster:
+        cluster.store_job(vcjob())
+        await cluster.start_controller()
+        job = await eventually(lambda: _adopted(cluster.job()) and cluster.job())
+        assert names.ADOPTION_FINALIZER in job["metadata"]["finalizers"]
+
+        cluster.admit()
+        cluster.set_phase("Running")
+
+        await eventually(
+            lambda: (
+                names.ADOPTION_FINALIZER
+                not in ((cluster.job() or {}).get("metadata", {}).get("finalizers") or [])
+            ),
+            what="finalizer removed",
+        )
+        await eventually(lambda: cluster.events("Running"), what="Running event")
+
+
+async def test_an_earlier_appwrapper_of_the_same_name_is_waited_for_never_reused(
+    tmp_path: Path,
+) -> None:
+    async with adopting(tmp_path) as cluster:
+        earlier = cluster.store_job(vcjob())
+        await cluster.start_controller()
+        await eventually(lambda: _adopted(cluster.job()))
+        first_uid = cluster.appwrapper()["metadata"]["uid"]  # type: ignore[index]
+        cluster.set_phase("Succeeded")
+        # The user deletes the finished job and applies it again, changed.
+        await cluster.api.delete(VCJOBS, NAMESPACE, "train")
+        await eventually(lambda: cluster.job() is None)
+        assert cluster.appwrapper() is not None
+        cluster.store_job(vcjob(image="torch:2.5"))
+
+        waiting = await eventually(
+            lambda: (
+                (cluster.job() or {})
+                .get("metadata", {})
+                .get("annotations", {})
+                .get(names.STATUS_ANNOTATION)
+            ),
+            what="waiting status",
+        )
+        assert "of an earlier object of the same name is Succeeded" in waiting
+        assert "kubectl delete appwrapper train -n ml" in waiting
+        assert cluster.job()["metadata"]["labels"][names.ADOPTION_LABEL] == "pending"  # type: ignore[index]
+
+        await cluster.api.delete(APPWRAPPERS, NAMESPACE, "train")
+
+        job = await eventually(lambda: _adopted(cluster.job()) and cluster.job(), what="adopted")
+        aw = cluster.appwrapper()
+        assert aw is not None and aw["metadata"]["uid"] != first_uid
+        assert aw["metadata"]["annotations"][names.ORIGIN_UID_ANNOTATION] == job["metadata"]["uid"]
+        assert earlier["metadata"]["uid"] != job["metadata"]["uid"]
+
+
+async def test_a_gitops_recreate_after_preemption_is_readopted(tmp_path: Path) -> None:
+    async with adopting(tmp_path) as cluster:
+        cluster.store_job(vcjob())
+        await cluster.start_controller()
+        await eventually(lambda: _adopted(cluster.job()))
+        aw_uid = cluster.appwrapper()["metadata"]["uid"]  # type: ignore[index]
+        # Preempted: the AppWrapper controller deletes the Job and waits, Suspended.
+        cluster.set_phase("Suspending")
+        await cluster.api.delete(VCJOBS, NAMESPACE, "train")
+        await eventually(lambda: cluster.job() is None)
+        cluster.set_phase("Suspended")
+        # A GitOps tool re-creates the same manifest.
+        cluster.store_job(vcjob())
+
+        job = await eventually(lambda: _adopted(cluster.job()) and cluster.job(), what="re-adopted")
+        aw = cluster.appwrapper()
+        assert aw is not None and aw["metadata"]["uid"] == aw_uid
+        assert aw["metadata"]["annotations"][names.ORIGIN_UID_ANNOTATION] == job["metadata"]["uid"]
+        assert job["metadata"]["ownerReferences"][0]["uid"] == aw_uid
