@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.adopt.harness import NAMESPACE, QUEUE, adopting, eventually, vcjob
-from tests.support.cluster.resources import APPWRAPPERS, VCJOBS
+from tests.support.cluster.resources import APPWRAPPERS, LEASES, VCJOBS
 from webhook import names
 
 
@@ -201,3 +201,86 @@ async def test_a_gitops_recreate_after_preemption_is_readopted(tmp_path: Path) -
         assert aw is not None and aw["metadata"]["uid"] == aw_uid
         assert aw["metadata"]["annotations"][names.ORIGIN_UID_ANNOTATION] == job["metadata"]["uid"]
         assert job["metadata"]["ownerReferences"][0]["uid"] == aw_uid
+
+
+async def test_a_user_delete_after_the_appwrapper_ran_removes_the_failed_appwrapper(
+    tmp_path: Path,
+) -> None:
+    async with adopting(tmp_path) as cluster:
+        cluster.store_job(vcjob())
+        await cluster.start_controller()
+        await eventually(lambda: _adopted(cluster.job()))
+        cluster.admit()
+        cluster.set_phase("Running")
+        await eventually(lambda: not (cluster.job() or {}).get("metadata", {}).get("finalizers"))
+
+        await cluster.api.delete(VCJOBS, NAMESPACE, "train")
+        await eventually(lambda: cluster.job() is None)
+        assert cluster.appwrapper() is not None  # the AppWrapper has not noticed yet
+        cluster.set_phase("Failed", conditions=[{"type": "Unhealthy", "status": "True",
+                                                 "reason": "MissingComponent",
+                                                 "message": "component train is missing",
+                                                 "lastTransitionTime": "2026-11-23T00:00:00Z"}])  # fmt: skip
+
+        await eventually(lambda: cluster.appwrapper() is None, what="failed appwrapper removed")
+
+
+async def test_a_restarted_controller_finishes_what_the_last_one_started(tmp_path: Path) -> None:
+    async with adopting(tmp_path) as cluster:
+        cluster.store_job(vcjob("one"))
+        first = await cluster.start_controller("replica-a")
+        await eventually(lambda: _adopted(cluster.job("one")))
+        await cluster.stop_controller(first)
+        # While no controller runs: a new job, and Kueue admits the first.
+        cluster.store_job(vcjob("two"))
+        job_one = cluster.job("one")
+        assert job_one is not None
+        cluster.volcano_pods(job_one)
+        cluster.admit("one")
+
+        await cluster.start_controller("replica-b")
+
+        await eventually(lambda: _adopted(cluster.job("two")), what="second adopted", timeout=30)
+        await eventually(
+            lambda: all(
+                not p["spec"].get("schedulingGates")
+                for p in cluster.pods()
+                if p["metadata"]["name"].startswith("one-")
+            ),
+            what="pods of the first released",
+        )
+        assert len(cluster.api.store.list(APPWRAPPERS, NAMESPACE)) == 2
+
+
+async def test_two_replicas_make_one_appwrapper_per_object_and_one_leads(tmp_path: Path) -> None:
+    async with adopting(tmp_path) as cluster:
+        a = await cluster.start_controller("replica-a")
+        b = await cluster.start_controller("replica-b")
+        for i in range(20):
+            cluster.store_job(vcjob(f"job-{i}"))
+
+        await eventually(
+            lambda: all(_adopted(cluster.job(f"job-{i}")) for i in range(20)),
+            what="all adopted",
+            timeout=30,
+        )
+        assert len(cluster.api.store.list(APPWRAPPERS, NAMESPACE)) == 20
+        assert [a.leading.is_set(), b.leading.is_set()].count(True) == 1
+        lease = cluster.api.store.get(LEASES, "autowrap-system", names.CONTROLLER_LEASE)
+        assert lease is not None
+        leader = a if a.leading.is_set() else b
+        assert lease["spec"]["holderIdentity"] == leader.settings.identity
+
+
+async def test_the_standby_takes_over_when_the_leader_stops(tmp_path: Path) -> None:
+    async with adopting(tmp_path) as cluster:
+        a = await cluster.start_controller("replica-a")
+        await eventually(lambda: a.leading.is_set(), what="a leads")
+        b = await cluster.start_controller("replica-b")
+        await cluster.stop_controller(a)
+        # Stopping stops the leading work too (informers and workers), not only the election.
+        assert not a.leading.is_set()
+        cluster.store_job(vcjob())
+
+        await eventually(lambda: _adopted(cluster.job()), what="adopted by b", timeout=30)
+        assert b.leading.is_set()

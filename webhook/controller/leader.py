@@ -48,21 +48,40 @@ async def lead(
     """Run ``work`` whenever this replica holds the Lease, until cancelled; ``work`` is
     cancelled as soon as the Lease is lost, and the election starts over."""
     lock = _LeaseLock(name, namespace, identity, api_client)
+    # The library starts ``work`` as a task of its own and cancels it only when the Lease is
+    # lost, not when the election itself is cancelled: keep hold of it, so that shutdown stops
+    # the informers and workers too.
+    leading: set[asyncio.Task[Any]] = set()
+
+    async def tracked() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        leading.add(task)
+        try:
+            await work()
+        finally:
+            leading.discard(task)
 
     async def stopped() -> None:
         log.info("controller lost its lease", extra={"fields": {"identity": identity}})
 
-    while True:
-        config = electionconfig.Config(
-            lock, lease_seconds, renew_seconds, retry_seconds, work, stopped
-        )
-        election = leaderelection.LeaderElection(config)
-        try:
-            await election.run()
-        except ApiException as exc:
-            log.warning(
-                "leader election failed, retrying", extra={"fields": {"status": exc.status}}
+    try:
+        while True:
+            config = electionconfig.Config(
+                lock, lease_seconds, renew_seconds, retry_seconds, tracked, stopped
             )
-        except (OSError, TimeoutError, ValueError) as exc:
-            log.warning("leader election failed, retrying", extra={"fields": {"error": str(exc)}})
-        await asyncio.sleep(retry_seconds)
+            election = leaderelection.LeaderElection(config)
+            try:
+                await election.run()
+            except ApiException as exc:
+                log.warning("leader election failed, retrying",
+                            extra={"fields": {"status": exc.status}})  # fmt: skip
+            except (OSError, TimeoutError, ValueError) as exc:
+                log.warning(
+                    "leader election failed, retrying", extra={"fields": {"error": str(exc)}}
+                )
+            await asyncio.sleep(retry_seconds)
+    finally:
+        for task in list(leading):
+            task.cancel()
+        await asyncio.gather(*leading, return_exceptions=True)
