@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -109,11 +110,43 @@ class NamespaceSelection(_Model):
     exclude: tuple[str, ...] = ()
     selector: LabelSelector | None = None
 
+    @field_validator("names", "exclude")
+    @classmethod
+    def _can_match_a_namespace(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
+        for i, pattern in enumerate(patterns):
+            problem = _unmatchable(pattern)
+            if problem:
+                raise ValueError(f"[{i}] {pattern!r} can never match a namespace: {problem}")
+        return patterns
+
     @model_validator(mode="after")
     def _selects_something(self) -> NamespaceSelection:
         if not self.names and self.selector is None:
             raise ValueError('select namespaces with "names" (use ["*"] for all) or "selector"')
         return self
+
+
+# What a namespace name can hold (a DNS-1123 label), and the glob syntax around it.
+_NAMESPACE_CHARS = re.compile(r"[a-z0-9-]*")
+_GLOB_CLASS = re.compile(r"\[!?[^\]]+\]")
+
+
+def _unmatchable(pattern: str) -> str:
+    """Why a name or glob can never match a namespace name, or "" when it can."""
+    if not pattern:
+        return 'it is empty; use "*" for every namespace'
+    literal = _GLOB_CLASS.sub("", pattern).replace("*", "").replace("?", "")
+    if literal != literal.lower() and _NAMESPACE_CHARS.fullmatch(literal.lower()):
+        return f"namespace names are lower case; write {pattern.lower()!r}"
+    if not _NAMESPACE_CHARS.fullmatch(literal):
+        bad = sorted({c for c in literal if not _NAMESPACE_CHARS.fullmatch(c)})
+        return (
+            f"namespace names hold only lower case letters, digits and '-', not "
+            f"{' '.join(repr(c) for c in bad)}"
+        )
+    if "*" not in pattern and len(pattern.replace("?", "x")) > 63 and "[" not in pattern:
+        return "namespace names have at most 63 characters"
+    return ""
 
 
 class QueuePolicy(_Model):
@@ -223,6 +256,17 @@ class PolicySpec(_Model):
     accelerators: tuple[str, ...] = DEFAULT_ACCELERATORS
     reserved_env: tuple[str, ...] = Field(default=(), alias="reservedEnv")
     topology: TopologyPolicy = TopologyPolicy()
+
+    @field_validator("accelerators")
+    @classmethod
+    def _some_accelerator(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError(
+                "an empty list counts no accelerator, so every pod would get NPROC_PER_NODE=1; "
+                "remove the field for the default list, or list your resource names "
+                '(e.g. ["nvidia.com/gpu"])'
+            )
+        return value
 
 
 class PolicyMeta(_Model):
@@ -334,7 +378,41 @@ def build(files: Iterable[tuple[str, str]]) -> PolicySet:
                 )
             seen[policy.name] = source
             policies.append(policy)
+    for i, first in enumerate(policies):
+        for second in policies[i + 1 :]:
+            tie = _tie(first, second)
+            if tie:
+                raise PolicyError(
+                    f"{second.source}: policies {first.name!r} ({first.source}) and "
+                    f"{second.name!r} both select {tie} equally specifically, so which one "
+                    "applies would depend only on their names; make one more specific (an exact "
+                    "name, a longer glob, more selector requirements) or exclude those "
+                    "namespaces from one of them"
+                )
     return PolicySet(tuple(policies))
+
+
+def _tie(a: Policy, b: Policy) -> str:
+    """What two policies both select with the same specificity, or "" when nothing is sure to.
+
+    Sure ties only: the same name or glob in both (not excluded by either) with equal label
+    selectors, or equal selectors alone. Other overlaps depend on the namespace; ``match``
+    names them when they happen."""
+    sa, sb = a.spec.namespaces, b.spec.namespaces
+    if sa.selector != sb.selector:
+        return ""
+    if not sa.names and not sb.names:
+        return "the namespaces their (identical) label selectors match"
+    for pattern in sa.names:
+        if pattern in sb.names and not any(
+            fnmatch.fnmatchcase(pattern, ex) for ex in (*sa.exclude, *sb.exclude)
+        ):
+            return f"the namespace name {pattern!r}" if _is_literal(pattern) else f"{pattern!r}"
+    return ""
+
+
+def _is_literal(pattern: str) -> bool:
+    return not any(c in pattern for c in "*?[")
 
 
 def _specificity(
@@ -390,6 +468,16 @@ def match(policies: PolicySet, namespace: str, labels: Mapping[str, str]) -> Mat
     scored.sort(key=lambda item: (-item[0][0], -item[0][1], item[1].name))
     (best_score, best), others = scored[0], scored[1:]
     reason = f"policy {best.name!r} ({best.source}) {_describe(best, namespace, best_score)}"
-    if others:
-        reason += "; less specific: " + ", ".join(repr(p.name) for _, p in others)
+    tied = [p for score, p in others if score == best_score]
+    lower = [p for score, p in others if score != best_score]
+    if tied:
+        reason += (
+            "; equally specific: "
+            + ", ".join(repr(p.name) for p in tied)
+            + f" (chosen by name order only; make {best.name!r} or "
+            + ("it" if len(tied) == 1 else "them")
+            + " more specific)"
+        )
+    if lower:
+        reason += "; less specific: " + ", ".join(repr(p.name) for p in lower)
     return Match(best, reason)

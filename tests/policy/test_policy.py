@@ -234,11 +234,68 @@ def test_names_and_selector_must_both_match():
     assert pols.match("ml", {"gpu": "yes"}) is None
 
 
-def test_ties_go_to_the_alphabetically_first_name_and_the_reason_lists_the_others():
-    pols = policy_set(policy("zeta").names("ml"), policy("alpha").names("ml"))
-    match = pols.match("ml", {})
+@pytest.mark.parametrize(
+    ("first", "second", "what"),
+    [
+        pytest.param(policy("zeta").names("ml"), policy("alpha").names("ml"), "'ml'", id="a name"),
+        pytest.param(policy("a").names("*"), policy("b").names("*"), "'*'", id="two catch-alls"),
+        pytest.param(
+            policy("a").names().selector({"gpu": "yes"}),
+            policy("b").names().selector({"gpu": "yes"}),
+            "label selectors",
+            id="equal selectors",
+        ),
+    ],
+)
+def test_two_policies_equally_specific_for_a_namespace_are_refused_at_load(first, second, what):
+    with pytest.raises(PolicyError) as info:
+        policy_set(first, second)
+    message = str(info.value)
+    assert "equally specifically" in message and what in message
+    assert "make one more specific" in message
+
+
+def test_an_excluded_name_is_no_tie():
+    pols = policy_set(policy("a").names("*"), policy("b").names("*").exclude("*"))
+    assert pols.match("ml", {}).policy.name == "a"
+
+
+def test_a_tie_only_some_namespaces_hit_is_named_as_one_in_the_reason():
+    pols = policy_set(policy("zeta").names("ab-*"), policy("alpha").names("*-ab"))
+    match = pols.match("ab-ab", {})
     assert match is not None and match.policy.name == "alpha"
-    assert "'zeta'" in match.reason
+    assert "equally specific: 'zeta' (chosen by name order only" in match.reason
+    assert "less specific" not in match.reason
+
+
+@pytest.mark.parametrize(
+    ("names", "problem"),
+    [
+        pytest.param(["Team-A"], "lower case; write 'team-a'", id="upper case"),
+        pytest.param(["team_a*"], "not '_'", id="an underscore"),
+        pytest.param(["ml", "team.a"], "[1] 'team.a'", id="a dot, second in the list"),
+        pytest.param([""], "it is empty", id="an empty name"),
+        pytest.param(["x" * 64], "at most 63", id="a name too long"),
+    ],
+)
+def test_a_namespace_name_that_can_never_match_is_refused(names, problem):
+    message = _load_error(policy().names(*names).build())
+    assert "spec.namespaces.names" in message and "can never match" in message
+    assert problem in message
+
+
+def test_an_unmatchable_exclude_is_refused_too():
+    message = _load_error(policy().exclude("Kube-*").build())
+    assert "spec.namespaces.exclude" in message and "lower case" in message
+
+
+def test_globs_with_classes_and_wildcards_load():
+    assert policy().names("team-[ab]", "t?am-*", "*").parsed()
+
+
+def test_an_empty_accelerator_list_is_refused():
+    message = _load_error(policy().accelerators().build())
+    assert "spec.accelerators" in message and "NPROC_PER_NODE=1" in message
 
 
 def test_the_reason_says_why_and_where_from():
