@@ -163,6 +163,7 @@ def _prepare(obj: Obj, adapter: KindAdapter, policy: PolicySpec) -> _Prepared:
         port=port,
         nproc_override=env_plumbing.parse_positive(obj_annotations.get(names.NPROC_ANNOTATION)),
         accelerators=policy.accelerators,
+        excluded=env_plumbing.excluded_tasks(obj_annotations.get(names.EXCLUDE_TASKS_ANNOTATION)),
     )
     return _Prepared(groups, master, plan, dns.patched, dns.extra)
 
@@ -175,7 +176,11 @@ def workload_findings(obj: Obj, adapter: KindAdapter, policy: PolicySpec) -> lis
     found += partitions.check(prepared.groups)
     found += rendezvous.check(prepared.groups, prepared.master)
     found += name_rules.check(obj, prepared.groups, adapter)
-    found += annotation_rules.check(objects.annotations_of(obj), [g.name for g in prepared.groups])
+    found += annotation_rules.check(
+        objects.annotations_of(obj),
+        [g.name for g in prepared.groups],
+        master_group=prepared.master.name if prepared.master else None,
+    )
     if workload.has_topology(adapter):
         found += topology_rules.check(
             adapter.topology_slots(obj, prepared.groups), max_tier=policy.topology.max_tier

@@ -15,6 +15,8 @@ WRAP_LABEL: Final = "autowrap.io/wrap"
 MASTER_TASK_ANNOTATION: Final = "autowrap.io/master-task"
 MASTER_PORT_ANNOTATION: Final = "autowrap.io/master-port"
 NPROC_ANNOTATION: Final = "autowrap.io/nproc-per-node"
+# Comma-separated task names left out of the world (NNODES, WORLD_SIZE, ranks): helper tasks.
+EXCLUDE_TASKS_ANNOTATION: Final = "autowrap.io/exclude-tasks"
 
 # --- annotations autowrap writes on the AppWrapper --------------------------------------------
 ORIGIN_KIND_ANNOTATION: Final = "autowrap.io/origin-kind"

@@ -34,6 +34,9 @@ class GroupPlan:
     env: tuple[dict[str, Any], ...]
     template_labels: Mapping[str, str]
     template_annotations: Mapping[str, str]
+    # False for a helper task left out of the world (annotation autowrap.io/exclude-tasks): it
+    # gets MASTER_ADDR and MASTER_PORT only, and no rank.
+    in_world: bool = True
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,9 @@ class Plan:
     nnodes: int
     world_size: int
     groups: tuple[GroupPlan, ...]
+    # What nproc was computed from, for messages that say where a value comes from.
+    accelerators: tuple[str, ...] = ()
+    nproc_override: int | None = None
 
     def for_group(self, name: str) -> GroupPlan | None:
         return next((g for g in self.groups if g.group.name == name), None)
@@ -79,6 +85,39 @@ def _whole(amount: object) -> int:
     return 0
 
 
+def nproc_source(
+    template: Mapping[str, Any], accelerators: Iterable[str], override: int | None
+) -> str:
+    """Where a group's NPROC_PER_NODE comes from, in words (for messages, never per request)."""
+    if override is not None:
+        return f"the annotation {names.NPROC_ANNOTATION}"
+    accelerators = tuple(accelerators)
+    is_accelerator = _matcher(accelerators)
+    found: dict[str, int] = {}
+    for container in as_list(as_map(template.get("spec")).get("containers")):
+        resources = as_map(as_map(container).get("resources"))
+        amounts = as_map(resources.get("limits")) or as_map(resources.get("requests"))
+        for resource, amount in amounts.items():
+            if is_accelerator(str(resource)):
+                found[str(resource)] = found.get(str(resource), 0) + _whole(amount)
+                break
+    if found:
+        counted = ", ".join(f"{r}: {n}" for r, n in found.items())
+        return f"the accelerators counted in the containers' resources ({counted})"
+    return (
+        "no accelerator in the containers' resources (the policy counts "
+        + ", ".join(accelerators)
+        + "), so 1"
+    )
+
+
+def excluded_tasks(value: str | None) -> tuple[str, ...]:
+    """The task names of the annotation ``autowrap.io/exclude-tasks`` (comma-separated)."""
+    if not value:
+        return ()
+    return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
 def parse_positive(value: str | None) -> int | None:
     if value is None or not value.strip().isdigit():
         return None
@@ -104,21 +143,33 @@ def plan(
     port: int,
     nproc_override: int | None,
     accelerators: Iterable[str],
+    excluded: Iterable[str] = (),
 ) -> Plan:
     accelerators = tuple(accelerators)
+    left_out = set(excluded) - {master.name}  # node 0 is always in the world
+    world_groups = [g for g in groups if g.name not in left_out]
     nprocs = {
-        g.name: nproc_override or accelerator_count(g.template, accelerators) or 1 for g in groups
+        g.name: nproc_override or accelerator_count(g.template, accelerators) or 1
+        for g in world_groups
     }
-    nnodes = sum(g.replicas for g in groups)
-    world = sum(g.replicas * nprocs[g.name] for g in groups)
+    nnodes = sum(g.replicas for g in world_groups)
+    world = sum(g.replicas * nprocs[g.name] for g in world_groups)
     plans = []
     offset = 0
     for group in rank_order(groups, master):
+        if group.name in left_out:
+            plans.append(_helper_plan(group, master_addr, port))
+            continue
         plans.append(
             _group_plan(group, offset, nprocs[group.name], master_addr, port, nnodes, world)
         )
         offset += group.replicas
-    return Plan(master_addr, port, nnodes, world, tuple(plans))
+    return Plan(master_addr, port, nnodes, world, tuple(plans), accelerators, nproc_override)
+
+
+def _helper_plan(group: PodGroup, addr: str, port: int) -> GroupPlan:
+    env = ({"name": "MASTER_ADDR", "value": addr}, {"name": "MASTER_PORT", "value": str(port)})
+    return GroupPlan(group, 0, 0, env, {}, {}, in_world=False)
 
 
 def _group_plan(
