@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import compute, fakeapi, load, payloads, report
+from bench import compute, fakeapi, load, payloads, policies, report
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,6 @@ MODES = {
     "smoke": Mode("smoke", (1, 10), 20, 1.0, (3, 3), 1.0, 1, 0.02, 1),
 }
 RESULTS = Path(__file__).resolve().parent / "results"
-POLICIES = load.REPO / "policies"
 
 
 def _uvloop_available() -> bool:
@@ -77,6 +76,7 @@ async def _bench(mode: Mode, selected: list[payloads.Payload], work: Path) -> di
         cwd=load.REPO, check=True, capture_output=True,
     )  # fmt: skip
     tls = load.client_tls(cert_dir / "ca.crt")
+    policy_dir = policies.write(work / "policies")
 
     api = load.Process("fakeapi", [], load.free_port(), work / "fakeapi.log")
     api.argv = [py, "-m", "bench.fakeapi", "--port", str(api.port)]
@@ -86,7 +86,10 @@ async def _bench(mode: Mode, selected: list[payloads.Payload], work: Path) -> di
     autowrap.argv = [
         py, "-m", "webhook", "serve", "--host", load.HOST, "--port", str(autowrap.port),
         "--metrics-port", str(metrics_port), "--cert-dir", str(cert_dir),
-        "--policy", str(POLICIES), "--kubeconfig", str(kubeconfig),
+        "--policy", str(policy_dir), "--kubeconfig", str(kubeconfig),
+        # The controller is measured on its own (python -m bench.controller): here it would
+        # only compete for the Lease against an API that does not serve one.
+        "--no-controller",
     ]  # fmt: skip
     floor = load.Process("floor", [], load.free_port(), work / "floor.log")
     floor.argv = [py, "-m", "bench.floor", "--host", load.HOST, "--port", str(floor.port),
@@ -94,7 +97,7 @@ async def _bench(mode: Mode, selected: list[payloads.Payload], work: Path) -> di
     servers = [api, autowrap, floor]
     started = datetime.now(UTC).replace(microsecond=0)
     print(f"bench {mode.name}: computing payloads ...", file=sys.stderr)
-    computed = compute.measure(selected, POLICIES, mode.compute_seconds)
+    computed = compute.measure(selected, policy_dir, mode.compute_seconds)
     rows: list[dict[str, Any]] = []
     try:
         for process in servers:
@@ -184,7 +187,11 @@ async def _bench(mode: Mode, selected: list[payloads.Payload], work: Path) -> di
         "load": rows,
         "fakeapi": {"calls": api_stats, "wraps_answered": wraps},
         "server_exit_codes": exits,
-        "targets": report.targets(rows, [p.name for p in selected if p.path == "/mutate"]),
+        "targets": report.targets(rows, [p.name for p in selected if p.expect.gate]),
+        # Version 0.1 judged its /mutate payloads on throughput; the adopt payloads are new.
+        "former_targets": report.former_targets(
+            rows, [p.name for p in selected if p.path == "/mutate" and not p.expect.gate]
+        ),
     }
 
 

@@ -4,6 +4,7 @@
 ``review_per_s`` is ``admission.review_body`` on the encoded AdmissionReview, which adds the
 envelope parsing, the JSONPatch and the response encoding. The wrap payload's API calls are
 answered in-process at once, so that figure is the CPU cost around them, not their latency.
+``InstantCluster`` is checked against admission's ``Cluster`` protocol by the type checker.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from webhook.kube import Identity
 
 
 class InstantCluster:
-    """Answers every API call at once: allowed, queue present, AppWrapper created."""
+    """Answers every API call at once: allowed, queue present, AppWrapper created, and adopt
+    mode able to serve every queue (no MultiKueue, no topology-aware scheduling)."""
 
     async def create_appwrapper(
         self, namespace: str, body: dict[str, Any], *, dry_run: bool, timeout: float
@@ -45,6 +47,9 @@ class InstantCluster:
 
     async def namespace_labels(self, namespace: str, *, timeout: float) -> dict[str, str]:
         return {}
+
+    async def redirect_reason(self, namespace: str, queue: str, *, timeout: float) -> str | None:
+        return None
 
 
 def _complete(coro: Coroutine[Any, Any, Any]) -> Any:
@@ -71,7 +76,8 @@ def _rate(fn: Any, seconds: float, min_calls: int = 3) -> float:
 def measure(payloads: list[Payload], policy_dir: Path, seconds: float) -> list[dict[str, Any]]:
     """Calls per second of ``engine.admit`` and of ``admission.review_body``, per payload."""
     policies = policyfiles.load(policy_dir)
-    deps = admission.Deps(policies=lambda: policies, cluster=InstantCluster())
+    cluster: admission.Cluster = InstantCluster()
+    deps = admission.Deps(policies=lambda: policies, cluster=cluster)
     results: list[dict[str, Any]] = []
     for payload in payloads:
         _, body = payload.body()

@@ -1,11 +1,15 @@
-"""A minimal Kubernetes API for the wrap payload: only the calls ``webhook/kube.py`` makes.
+"""A minimal Kubernetes API for admission: only the calls ``webhook/kube.py`` makes for it.
 
 It runs in its own process (``python -m bench.fakeapi``) on plain HTTP on loopback, so that
-autowrap's real client stack (the official ``kubernetes`` client in its thread pool, urllib3,
-JSON (de)serialization) is exercised and measured, while the cost of a real apiserver and etcd
-is not. Every AppWrapper create is answered 201 with the body echoed; ``GET /bench/stats``
-says how many calls of each kind arrived, so the bench can check that each wrap really
-created an AppWrapper.
+autowrap's real client stack (the official client's asyncio API, ``kubernetes.aio``, over
+aiohttp, and JSON (de)serialization) is exercised and measured, while the cost of a real
+apiserver and etcd is not. It serves discovery (``GET /apis``), LocalQueue lists, the
+ClusterQueue and ResourceFlavor reads of adopt mode's MultiKueue/topology check, namespace
+reads, SubjectAccessReviews (allowed), and AppWrapper create (201, body echoed) and get (404:
+nothing is stored). ``GET /bench/stats`` says how many calls of each kind arrived, so the bench
+can check that each wrap really created an AppWrapper; a call to any other path is answered
+404 and counted as ``unrouted``, so the bench sees when autowrap starts calling something new.
+The controller is not served here (``bench.controller`` runs it against a full fake cluster).
 """
 
 from __future__ import annotations
@@ -21,14 +25,17 @@ from pathlib import Path
 import orjson
 from aiohttp import web
 
-from bench.payloads import NAMESPACE, QUEUE
+from bench.payloads import QUEUE
+from bench.policies import ADOPT_NAMESPACE, REDIRECT_NAMESPACE
 from bench.serving import serve_until_signalled
 from webhook import names
 
 TOKEN = "bench-token"
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSION = "v1beta1"
-STATS = web.AppKey("stats", dict[str, int])
+CLUSTER_QUEUE = "cluster-queue"
+FLAVOR = "default-flavor"
+STATS = web.AppKey("stats", collections.defaultdict[str, int])
 
 
 def _json(body: object, status: int = 200) -> web.Response:
@@ -39,6 +46,17 @@ def _status(code: int, reason: str, message: str) -> web.Response:
     body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
             "message": message, "reason": reason, "code": code}  # fmt: skip
     return _json(body, code)
+
+
+@web.middleware
+async def _count_unrouted(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except web.HTTPNotFound:
+        request.app[STATS]["unrouted"] += 1
+        return _status(404, "NotFound", f"the bench's fake API does not serve {request.path}")
 
 
 @web.middleware
@@ -82,16 +100,44 @@ async def local_queues(request: web.Request) -> web.Response:
         "apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}",
         "kind": "LocalQueue",
         "metadata": {"name": QUEUE, "namespace": ns},
-        "spec": {"clusterQueue": "cluster-queue"},
+        "spec": {"clusterQueue": CLUSTER_QUEUE},
     }
     return _json(
         {
             "apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}",
             "kind": "LocalQueueList",
             "metadata": {"resourceVersion": "1"},
-            "items": [item] if ns == NAMESPACE else [],
+            "items": [item] if ns in (REDIRECT_NAMESPACE, ADOPT_NAMESPACE) else [],
         }
     )
+
+
+async def cluster_queue(request: web.Request) -> web.Response:
+    """A ClusterQueue with one plain flavor: no admission checks (no MultiKueue)."""
+    request.app[STATS]["clusterqueues"] += 1
+    name = request.match_info["name"]
+    if name != CLUSTER_QUEUE:
+        return _status(404, "NotFound", f'clusterqueues.{KUEUE_GROUP} "{name}" not found')
+    quota = [{"name": "nvidia.com/gpu", "nominalQuota": 64}]
+    return _json({
+        "apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}", "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": {"namespaceSelector": {}, "resourceGroups": [{
+            "coveredResources": ["nvidia.com/gpu"],
+            "flavors": [{"name": FLAVOR, "resources": quota}]}]},
+    })  # fmt: skip
+
+
+async def resource_flavor(request: web.Request) -> web.Response:
+    """A ResourceFlavor without ``topologyName`` (no topology-aware scheduling)."""
+    request.app[STATS]["resourceflavors"] += 1
+    name = request.match_info["name"]
+    if name != FLAVOR:
+        return _status(404, "NotFound", f'resourceflavors.{KUEUE_GROUP} "{name}" not found')
+    return _json({
+        "apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}", "kind": "ResourceFlavor",
+        "metadata": {"name": name}, "spec": {"nodeLabels": {"pool": "a100"}},
+    })  # fmt: skip
 
 
 async def namespace(request: web.Request) -> web.Response:
@@ -129,25 +175,44 @@ async def create_appwrapper(request: web.Request) -> web.Response:
     return _json(body, 201)
 
 
+async def get_appwrapper(request: web.Request) -> web.Response:
+    """Nothing is stored: every wrap names a fresh job, so an AppWrapper is never read back
+    except after an AlreadyExists, which this API never answers."""
+    request.app[STATS]["appwrapper-gets"] += 1
+    name = request.match_info["name"]
+    group = names.APPWRAPPER_GROUP
+    return _status(404, "NotFound", f'{names.APPWRAPPER_PLURAL}.{group} "{name}" not found')
+
+
 async def stats(request: web.Request) -> web.Response:
-    return _json(dict(request.app[STATS]))
+    counts = request.app[STATS]
+    return _json(counts)
 
 
 def build_app() -> web.Application:
-    app = web.Application(middlewares=[_authenticate], client_max_size=names.MAX_BODY_BYTES)
-    counts: dict[str, int] = collections.defaultdict(int)
+    app = web.Application(
+        middlewares=[_count_unrouted, _authenticate], client_max_size=names.MAX_BODY_BYTES
+    )
+    counts: collections.defaultdict[str, int] = collections.defaultdict(int)
     app[STATS] = counts
     app.router.add_get("/apis", api_groups)
     app.router.add_get("/apis/", api_groups)
     app.router.add_get(
         f"/apis/{KUEUE_GROUP}/{{version}}/namespaces/{{ns}}/localqueues", local_queues
     )
+    app.router.add_get(f"/apis/{KUEUE_GROUP}/{{version}}/clusterqueues/{{name}}", cluster_queue)
+    app.router.add_get(f"/apis/{KUEUE_GROUP}/{{version}}/resourceflavors/{{name}}", resource_flavor)
     app.router.add_get("/api/v1/namespaces/{ns}", namespace)
     app.router.add_post("/apis/authorization.k8s.io/v1/subjectaccessreviews", subject_access_review)
     app.router.add_post(
         f"/apis/{names.APPWRAPPER_GROUP}/{names.APPWRAPPER_VERSION}/namespaces/{{ns}}/"
         f"{names.APPWRAPPER_PLURAL}",
         create_appwrapper,
+    )
+    app.router.add_get(
+        f"/apis/{names.APPWRAPPER_GROUP}/{names.APPWRAPPER_VERSION}/namespaces/{{ns}}/"
+        f"{names.APPWRAPPER_PLURAL}/{{name}}",
+        get_appwrapper,
     )
     app.router.add_get("/bench/stats", stats)
     return app

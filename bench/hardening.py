@@ -52,7 +52,7 @@ async def fuzz(tmp: Path, count: int) -> dict[str, Any]:
 
 
 async def faults(tmp: Path, repeats: int) -> dict[str, Any]:
-    rows = []
+    rows: list[dict[str, Any]] = []
     problems: list[str] = []
     for n in range(repeats):
         for fault in sorted(sc.PHASES):

@@ -10,6 +10,7 @@ default webhook timeout). Memory is the server's own resident set, read from /pr
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import os
 import signal
@@ -168,7 +169,30 @@ def check_answer(status: int, body: bytes, uid: str, expect: Expect | None) -> s
         return f"status.code {code} instead of {wanted.code} ({_message(response)})"
     if wanted.message_starts and not _message(response).startswith(wanted.message_starts):
         return f"unexpected message: {_message(response)}"
+    if wanted.gate:
+        gated = _gates_added(response, wanted.gate)
+        if gated != wanted.gated:
+            return f"the JSONPatch adds the gate {wanted.gate!r} {gated} times, not {wanted.gated}"
     return None
+
+
+def _gates_added(response: dict[str, Any], gate: str) -> int:
+    """How many ``schedulingGates`` lists the answer's JSONPatch adds ``gate`` to (adding the
+    whole list, or one entry of it)."""
+    try:
+        ops = orjson.loads(base64.b64decode(response.get("patch") or ""))
+    except (ValueError, orjson.JSONDecodeError):
+        return 0
+    wanted = {"name": gate}
+    added = 0
+    for op in ops if isinstance(ops, list) else []:
+        if not isinstance(op, dict) or op.get("op") != "add":
+            continue
+        path, value = str(op.get("path", "")), op.get("value")
+        whole_list = value if isinstance(value, list) and path.endswith("/schedulingGates") else []
+        if wanted in whole_list or ("/schedulingGates/" in path and value == wanted):
+            added += 1
+    return added
 
 
 def _message(response: dict[str, Any]) -> str:

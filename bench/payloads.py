@@ -16,9 +16,11 @@ from typing import Any
 
 import orjson
 
+from bench.policies import ADOPT_NAMESPACE, REDIRECT_NAMESPACE
 from webhook import names
 
-NAMESPACE = "ml"
+# Every payload runs in the redirect namespace unless it says otherwise (the adopt payloads).
+NAMESPACE = REDIRECT_NAMESPACE
 QUEUE = "user-queue"
 VOLCANO_API = "batch.volcano.sh/v1alpha1"
 IMAGE = "registry.example.com/ml/torch:2.4"
@@ -37,6 +39,10 @@ class Expect:
     patched: bool = False
     code: int | None = None
     message_starts: str = ""
+    # A scheduling gate the JSONPatch must add, to ``gated`` pod templates (adopt mode's
+    # preparation: every task template of a Volcano Job, a bare Pod's own spec).
+    gate: str = ""
+    gated: int = 0
 
 
 @dataclass
@@ -53,6 +59,7 @@ class Payload:
     needs_cluster: bool = False
     # True when the object differs per request (the wrap payload names a fresh job each time).
     varies: bool = False
+    namespace: str = NAMESPACE
     _counter: Iterator[int] = field(default_factory=itertools.count)
     _template: bytes = b""
 
@@ -66,17 +73,26 @@ class Payload:
         n = next(self._counter) if seq is None else seq
         uid = f"bench-{n:010d}"
         if self.varies:
-            return uid, orjson.dumps(review(uid, self.make_object(n), self.kind, self.resource))
+            obj = self.make_object(n)
+            return uid, orjson.dumps(review(uid, obj, self.kind, self.resource, self.namespace))
         if not self._template:
             obj = self.make_object(0)
-            self._template = orjson.dumps(review(_UID_SLOT, obj, self.kind, self.resource))
+            self._template = orjson.dumps(
+                review(_UID_SLOT, obj, self.kind, self.resource, self.namespace)
+            )
         return uid, self._template.replace(_UID_SLOT.encode(), uid.encode(), 1)
 
     def size(self) -> int:
         return len(self.body(0)[1])
 
 
-def review(uid: str, obj: Obj, kind: tuple[str, str, str], resource: tuple[str, str, str]) -> Obj:
+def review(
+    uid: str,
+    obj: Obj,
+    kind: tuple[str, str, str],
+    resource: tuple[str, str, str],
+    namespace: str = NAMESPACE,
+) -> Obj:
     """An AdmissionReview as kube-apiserver sends it for a CREATE by a human user."""
     group, version, kind_name = kind
     rgroup, rversion, rname = resource
@@ -91,7 +107,7 @@ def review(uid: str, obj: Obj, kind: tuple[str, str, str], resource: tuple[str, 
             "requestKind": {"group": group, "version": version, "kind": kind_name},
             "requestResource": {"group": rgroup, "version": rversion, "resource": rname},
             "name": meta.get("name", ""),
-            "namespace": NAMESPACE,
+            "namespace": namespace,
             "operation": "CREATE",
             "userInfo": {
                 "username": "alice@example.com",
@@ -157,8 +173,10 @@ def _task(name: str, replicas: int, env_count: int = 6, pad: str = "") -> Obj:
     }
 
 
-def vcjob(name: str, tasks: list[Obj], labels: dict[str, str] | None = None) -> Obj:
-    metadata: Obj = {"name": name, "namespace": NAMESPACE}
+def vcjob(
+    name: str, tasks: list[Obj], labels: dict[str, str] | None = None, namespace: str = NAMESPACE
+) -> Obj:
+    metadata: Obj = {"name": name, "namespace": namespace}
     if labels:
         metadata["labels"] = dict(labels)
     return {
@@ -243,6 +261,32 @@ def pod(seq: int) -> Obj:
     }
 
 
+def bare_pod(name: str, namespace: str) -> Obj:
+    """A Pod a user creates directly (no owner), opting in to wrapping with a queue."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {names.WRAP_LABEL: "true", names.QUEUE_LABEL: QUEUE},
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [_container("trainer", 8, 6)],
+            "volumes": [
+                {"name": "data", "persistentVolumeClaim": {"claimName": "datasets"}},
+                {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}},
+            ],
+        },
+    }
+
+
+def small_job(name: str, namespace: str = NAMESPACE, labels: dict[str, str] | None = None) -> Obj:
+    """The 2-task job (1 master, 3 workers) most payloads and the controller bench use."""
+    return vcjob(name, [_task("master", 1), _task("worker", 3)], labels, namespace)
+
+
 # --- the payload set ---------------------------------------------------------------------------
 
 VCJOB_KIND = ("batch.volcano.sh", "v1alpha1", "Job")
@@ -251,12 +295,12 @@ AW_KIND = (names.APPWRAPPER_GROUP, names.APPWRAPPER_VERSION, "AppWrapper")
 AW_RES = (names.APPWRAPPER_GROUP, names.APPWRAPPER_VERSION, names.APPWRAPPER_PLURAL)
 POD_KIND = ("", "v1", "Pod")
 POD_RES = ("", "v1", "pods")
-WRAPPED_PREFIX = "Job ml/"
+WRAPPED_PREFIX = f"Job {REDIRECT_NAMESPACE}/"
 
 
 def build() -> list[Payload]:
     """Every payload, small ones first; large objects are built once and shared."""
-    small_job = vcjob("llm-train", [_task("master", 1), _task("worker", 3)])
+    plain_job = small_job("llm-train")
     large_aw_job = vcjob("llm-train-large", _padded_tasks(8, LARGE_TARGET_BYTES, "llm-train-large"))
     large_aw = appwrapper("llm-train-large", large_aw_job)
     large_reject = vcjob(
@@ -269,14 +313,20 @@ def build() -> list[Payload]:
         [_task("master", 1), _task("worker", 3)],
         labels={names.WRAP_LABEL: "true", names.QUEUE_LABEL: "Not_A_Queue"},
     )
-    small_aw = appwrapper("llm-train", small_job)
+    small_aw = appwrapper("llm-train", plain_job)
+
+    opt_in = {names.WRAP_LABEL: "true", names.QUEUE_LABEL: QUEUE}
 
     def wrap_candidate(seq: int) -> Obj:
-        return vcjob(
-            f"llm-train-{seq:07d}",
-            [_task("master", 1), _task("worker", 3)],
-            labels={names.WRAP_LABEL: "true", names.QUEUE_LABEL: QUEUE},
-        )
+        return small_job(f"llm-train-{seq:07d}", labels=opt_in)
+
+    adopt_job = small_job("llm-train", ADOPT_NAMESPACE, labels=opt_in)
+    adopt_pod = bare_pod("llm-infer", ADOPT_NAMESPACE)
+    gate = names.ADMISSION_GATE
+    job_prepared = Expect(
+        allowed=True, patched=True, gate=gate, gated=len(adopt_job["spec"]["tasks"])
+    )
+    pod_prepared = Expect(allowed=True, patched=True, gate=gate, gated=1)
 
     return [
         Payload(
@@ -295,6 +345,20 @@ def build() -> list[Payload]:
             "AppWrapper create against the fake Kubernetes API; denied with the redirect (403)",
             Expect(allowed=False, code=403, message_starts=WRAPPED_PREFIX),
             wrap_candidate, VCJOB_KIND, VCJOB_RES, needs_cluster=True, varies=True,
+        ),
+        Payload(
+            "adopt-vcjob", names.MUTATE_PATH,
+            "vcjob opting in to wrapping under an adopt-mode policy: prepared for the controller "
+            "(plumbing, the admission gate on every task template, adoption label, finalizer)",
+            job_prepared, lambda _: adopt_job, VCJOB_KIND, VCJOB_RES, needs_cluster=True,
+            namespace=ADOPT_NAMESPACE,
+        ),
+        Payload(
+            "adopt-pod", names.MUTATE_PATH,
+            "bare Pod opting in to wrapping under an adopt-mode policy: prepared for the "
+            "controller (the admission gate on the Pod, adoption label, finalizer)",
+            pod_prepared, lambda _: adopt_pod, POD_KIND, POD_RES, needs_cluster=True,
+            namespace=ADOPT_NAMESPACE,
         ),
         Payload(
             "pod-rank", names.MUTATE_PATH,

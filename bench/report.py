@@ -14,10 +14,15 @@ from typing import Any
 import orjson
 
 TARGET_LEVEL = 50
-TARGET_THROUGHPUT = 0.5
-TARGET_P99 = 2.0
-TARGET_RSS_MIB = 150.0
-SCHEMA = 1
+# Version 0.2's targets (issue 11): adopt mode's per-job call and redirect's wrap, in CPU.
+TARGET_CANDIDATE_CPU_RATIO = 3.0
+TARGET_WRAP_CPU_MS = 1.5
+WRAP_PAYLOAD = "wrap"
+# Version 0.1's targets, replaced by the above; still computed and reported beside them.
+FORMER_THROUGHPUT = 0.5
+FORMER_P99 = 2.0
+FORMER_RSS_MIB = 150.0
+SCHEMA = 2
 
 
 def ratios(floor: dict[str, Any], autowrap: dict[str, Any]) -> dict[str, float | None]:
@@ -41,32 +46,82 @@ def median_round(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     return {"floor": chosen["floor"], "autowrap": chosen["autowrap"], "ratios": chosen["ratios"]}
 
 
-def targets(rows: list[dict[str, Any]], mutate_payloads: Iterable[str]) -> dict[str, Any]:
-    """The issue's targets, judged on this run; timing targets only where c=50 was run, on the
-    median round; errors and peak RSS over every round."""
-    mutate = set(mutate_payloads)
+def _median(values: list[float]) -> float | None:
+    """The median (the lower middle for an even count), or None without values."""
+    ranked = sorted(values)
+    return ranked[(len(ranked) - 1) // 2] if ranked else None
+
+
+def _cpu_over_rounds(row: dict[str, Any], key: str) -> tuple[float | None, list[float]]:
+    """The median over the rounds of a CPU figure (``key`` in the ratios, or autowrap's own
+    ``cpu_ms_per_request``), and every round's value. CPU per request does not depend on the
+    load generator, so each round's pair is judged on its own and the median taken."""
+    values: list[float] = []
+    for pair in row["rounds"]:
+        value = (
+            pair["ratios"].get(key) if key != "cpu_ms" else pair["autowrap"]["cpu_ms_per_request"]
+        )
+        if value is not None:
+            values.append(value)
+    return _median(values), values
+
+
+def targets(rows: list[dict[str, Any]], candidate_payloads: Iterable[str]) -> dict[str, Any]:
+    """Version 0.2's targets, judged on this run: server CPU per request at c=50 (where run),
+    the median over the rounds; errors over every round."""
+    candidates = set(candidate_payloads)
     out: dict[str, Any] = {}
     for row in rows:
-        if row["payload"] in mutate and row["concurrency"] == TARGET_LEVEL:
-            r = row["ratios"]
-            met = (r["throughput"] or 0) >= TARGET_THROUGHPUT and (r["p99"] or 99) <= TARGET_P99
-            out[f"mutate-c{TARGET_LEVEL}:{row['payload']}"] = {
-                "met": met,
-                "throughput_ratio": r["throughput"],
-                "p99_ratio": r["p99"],
-                "wanted": f"throughput >= {TARGET_THROUGHPUT:.0%} of the floor, "
-                f"p99 <= {TARGET_P99:g}x the floor",
+        if row["concurrency"] != TARGET_LEVEL:
+            continue
+        if row["payload"] in candidates:
+            ratio, spread = _cpu_over_rounds(row, "cpu_per_request")
+            out[f"mutate-candidate-cpu:{row['payload']}"] = {
+                "met": ratio is not None and ratio <= TARGET_CANDIDATE_CPU_RATIO,
+                "cpu_ratio": ratio,
+                "rounds": spread,
+                "autowrap_cpu_ms": row["autowrap"]["cpu_ms_per_request"],
+                "floor_cpu_ms": row["floor"]["cpu_ms_per_request"],
+                "wanted": f"server CPU per request <= {TARGET_CANDIDATE_CPU_RATIO:g}x the floor's",
+            }
+        elif row["payload"] == WRAP_PAYLOAD:
+            cpu, spread = _cpu_over_rounds(row, "cpu_ms")
+            out["redirect-wrap-cpu"] = {
+                "met": cpu is not None and cpu <= TARGET_WRAP_CPU_MS,
+                "autowrap_cpu_ms": cpu,
+                "rounds": spread,
+                "wanted": f"server CPU per request <= {TARGET_WRAP_CPU_MS:g} ms",
             }
     errors = sum(
         pair[s]["errors"] for row in rows for pair in row["rounds"] for s in ("floor", "autowrap")
     )
     out["zero-errors"] = {"met": errors == 0, "errors": errors}
+    return out
+
+
+def former_targets(rows: list[dict[str, Any]], mutate_payloads: Iterable[str]) -> dict[str, Any]:
+    """Version 0.1's targets, which version 0.2's replace: throughput and p99 against the floor
+    for every /mutate payload at c=50 (the median round), peak RSS over every round. Reported
+    so that figures stay comparable with earlier runs; they decide nothing."""
+    mutate = set(mutate_payloads)
+    out: dict[str, Any] = {}
+    for row in rows:
+        if row["payload"] in mutate and row["concurrency"] == TARGET_LEVEL:
+            r = row["ratios"]
+            met = (r["throughput"] or 0) >= FORMER_THROUGHPUT and (r["p99"] or 99) <= FORMER_P99
+            out[f"mutate-c{TARGET_LEVEL}:{row['payload']}"] = {
+                "met": met,
+                "throughput_ratio": r["throughput"],
+                "p99_ratio": r["p99"],
+                "wanted": f"throughput >= {FORMER_THROUGHPUT:.0%} of the floor, "
+                f"p99 <= {FORMER_P99:g}x the floor",
+            }
     peak = max(
         (pair["autowrap"]["rss_peak_mib"] or 0.0 for row in rows for pair in row["rounds"]),
         default=0.0,
     )
-    out["rss"] = {"met": peak < TARGET_RSS_MIB, "autowrap_peak_mib": peak,
-                  "wanted": f"< {TARGET_RSS_MIB:g} MiB"}  # fmt: skip
+    out["rss"] = {"met": peak < FORMER_RSS_MIB, "autowrap_peak_mib": peak,
+                  "wanted": f"< {FORMER_RSS_MIB:g} MiB"}  # fmt: skip
     return out
 
 
@@ -126,11 +181,20 @@ def table(result: dict[str, Any]) -> str:
             f"{c['payload']:<18} {c['bytes']:>9} | {_num(c['admit_per_s'], 9)} "
             f"{_num(c['admit_ms'], 8, 3)} | {_num(c['review_per_s'], 9)} {_num(c['review_ms'], 8, 3)}"
         )
-    lines += ["", "targets:"]
-    for name, t in result["targets"].items():
+    lines += ["", "targets (version 0.2):"]
+    lines += _judged(result["targets"])
+    if result.get("former_targets"):
+        lines += ["", "former targets (version 0.1, replaced; reported, not judged):"]
+        lines += _judged(result["former_targets"])
+    return "\n".join(lines)
+
+
+def _judged(targets: dict[str, Any]) -> list[str]:
+    lines = []
+    for name, t in targets.items():
         detail = ", ".join(f"{k}={v}" for k, v in t.items() if k != "met")
         lines.append(f"  {'MET ' if t['met'] else 'MISSED'} {name}: {detail}")
-    return "\n".join(lines)
+    return lines
 
 
 def write(result: dict[str, Any], out_dir: Path) -> Path:

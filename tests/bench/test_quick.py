@@ -54,11 +54,19 @@ def test_smoke_bench_answers_every_request_correctly(tmp_path: Path) -> None:
             assert level["errors"] == 0, (row["payload"], server, level["error_samples"])
             assert level["rss_peak_mib"] > 0
     assert result["targets"]["zero-errors"] == {"met": True, "errors": 0}
+    assert "rss" in result["former_targets"]
+    # The adopt payloads run under an adopt-mode policy and are answered with the gate
+    # (checked per request); the wrap payload under a redirect-mode one.
+    adopt = [p for p in payloads.build() if p.expect.gate]
+    assert {p.name for p in adopt} == {"adopt-vcjob", "adopt-pod"}
+    assert all(p.path == "/mutate" for p in adopt)
 
     # Every wrap really created an AppWrapper through the fake API (warm-up included).
     calls = result["fakeapi"]["calls"]
     assert calls["appwrappers"] >= result["fakeapi"]["wraps_answered"] > 0
     assert calls["subjectaccessreviews"] >= calls["appwrappers"]
     assert "unauthorized" not in calls
+    # Every call autowrap made is one the fake API serves (nothing answered 404 by default).
+    assert "unrouted" not in calls
     assert result["server_exit_codes"] == {"floor": 0, "autowrap": 0, "fakeapi": 0}
     assert "autowrap bench (smoke)" in done.stdout
