@@ -82,6 +82,8 @@ async def lead(
                 )
             await asyncio.sleep(retry_seconds)
     finally:
-        for task in list(leading):
-            task.cancel()
-        await asyncio.gather(*leading, return_exceptions=True)
+        pending = set(leading)
+        while pending:  # cancelled again if a cancellation was absorbed (see run.cancel_all)
+            for task in pending:
+                task.cancel()
+            _, pending = await asyncio.wait(pending, timeout=1.0)

@@ -16,9 +16,10 @@ import os
 import socket
 import time
 from collections import defaultdict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Collection, Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from webhook import adoption, kinds, names, objects
 from webhook.controller import leader
@@ -68,6 +69,17 @@ class Settings:
     lease_seconds: int = 15
     renew_seconds: int = 10
     retry_seconds: int = 2
+
+
+async def cancel_all(tasks: Collection[asyncio.Task[Any]]) -> None:
+    """Cancel the tasks and wait until they are done. A cancellation that arrives while aiohttp
+    reads a watch stream is sometimes absorbed by the library (the task goes on reading), so
+    the stragglers are cancelled again until they end."""
+    pending = {t for t in tasks if not t.done()}
+    while pending:
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=1.0)
 
 
 class Controller:
@@ -194,9 +206,7 @@ class Controller:
             await asyncio.gather(*tasks)
         finally:
             self.leading.clear()
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await cancel_all(tasks)
             self.queue.close()
 
     async def _work(self) -> None:
