@@ -77,13 +77,19 @@ API_CALLS: Final = (
 )
 # The adopt-mode controller: watches, adopts, releases, reports, and holds its Lease.
 CONTROLLER_CALLS: Final = (
+    ("batch.volcano.sh", "jobs", "get"),
     ("batch.volcano.sh", "jobs", "list"),
     ("batch.volcano.sh", "jobs", "watch"),
     ("batch.volcano.sh", "jobs", "patch"),
+    ("", "pods", "get"),
     ("", "pods", "list"),
     ("", "pods", "watch"),
     ("", "pods", "patch"),
     ("", "pods", "update"),
+    # Never called: setting an object's ownerReferences in an update requires delete on it
+    # where OwnerReferencesPermissionEnforcement is enabled (OpenShift; adopt-mode.md K4).
+    ("batch.volcano.sh", "jobs", "delete"),
+    ("", "pods", "delete"),
     (names.APPWRAPPER_GROUP, names.APPWRAPPER_PLURAL, "list"),
     (names.APPWRAPPER_GROUP, names.APPWRAPPER_PLURAL, "watch"),
     (names.APPWRAPPER_GROUP, names.APPWRAPPER_PLURAL, "patch"),

@@ -7,6 +7,7 @@ what the pods run with, what the service account may do.
 
 from __future__ import annotations
 
+import copy
 import fnmatch
 import functools
 import importlib
@@ -19,7 +20,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.apiserver import selector_matches
+from tests.server.harness import cel_predicates
+from tests.support.apiserver import ApiserverEmulator, UserInfo, selector_matches
+from tests.support.pki import ServingPki
 from webhook import cli, names
 
 REPO = Path(__file__).resolve().parents[2]
@@ -148,7 +151,11 @@ def volume_mounted_at(objs: Iterable[Obj], path: str) -> Obj:
 # --- admission matching, as the apiserver does it ------------------------------------------------
 
 
-def conditions_match(hook: Obj, obj: Obj) -> bool:
+def conditions_match(
+    hook: Obj, obj: Obj, old: Obj | None = None, operation: str = "CREATE"
+) -> bool:
+    """matchConditions with the variables kube-apiserver binds: object, oldObject (null on
+    CREATE) and request."""
     conditions = hook.get("matchConditions") or []
     if not conditions:
         return True
@@ -156,37 +163,60 @@ def conditions_match(hook: Obj, obj: Obj) -> bool:
         "celpy", reason="cel-python is not installed: matchConditions cannot be evaluated"
     )
     env = celpy.Environment()
-    activation = {"object": celpy.json_to_cel(obj)}
+    activation = {
+        "object": celpy.json_to_cel(obj),
+        "oldObject": celpy.json_to_cel(old),
+        "request": celpy.json_to_cel({"operation": operation}),
+    }
     return all(
         bool(env.program(env.compile(c["expression"])).evaluate(activation)) for c in conditions
     )
 
 
-def rule_matches(hook: Obj, api_version: str, resource: str) -> bool:
+def rule_matches(hook: Obj, api_version: str, resource: str, operation: str = "CREATE") -> bool:
     group, _, version = api_version.rpartition("/")
     for rule in hook["rules"]:
         if (
             group in rule["apiGroups"]
             and version in rule["apiVersions"]
             and resource in rule["resources"]
-            and "CREATE" in rule["operations"]
+            and operation in rule["operations"]
         ):
             return True
     return False
 
 
+def labels_of(obj: Obj | None) -> dict[str, str]:
+    labels: dict[str, str] = ((obj or {}).get("metadata") or {}).get("labels") or {}
+    return labels
+
+
 def webhooks_called(
-    objs: Iterable[Obj], *, resource: str, obj: Obj, namespace_labels: dict[str, str]
+    objs: Iterable[Obj],
+    *,
+    resource: str,
+    obj: Obj,
+    namespace_labels: dict[str, str],
+    old: Obj | None = None,
+    kind: str | None = None,
 ) -> list[str]:
-    """The webhooks the apiserver calls when `obj` is created in a namespace with those labels."""
-    labels = obj.get("metadata", {}).get("labels", {})
+    """The webhooks the apiserver calls when `obj` is created (or, with `old`, updated) in a
+    namespace with those labels; `kind` keeps only one of the two configurations.
+
+    The objectSelector is matched against the new and the old object and matches if either
+    does (MutatingWebhook.ObjectSelector, kubernetes/api admissionregistration/v1/types.go)."""
+    operation = "CREATE" if old is None else "UPDATE"
     return [
         hook["name"]
-        for _, hook in webhooks(objs)
-        if rule_matches(hook, obj["apiVersion"], resource)
+        for configuration, hook in webhooks(objs)
+        if (kind is None or configuration == kind)
+        and rule_matches(hook, obj["apiVersion"], resource, operation)
         and selector_matches(hook.get("namespaceSelector"), namespace_labels)
-        and selector_matches(hook.get("objectSelector"), labels)
-        and conditions_match(hook, obj)
+        and (
+            selector_matches(hook.get("objectSelector"), labels_of(obj))
+            or (old is not None and selector_matches(hook.get("objectSelector"), labels_of(old)))
+        )
+        and conditions_match(hook, obj, old, operation)
     ]
 
 
@@ -304,11 +334,23 @@ def test_the_service_sends_https_to_the_serving_port_and_exposes_metrics(
     assert selector_matches({"matchLabels": service["spec"]["selector"]}, pod_labels)
 
 
-def test_every_webhook_is_create_only(rendered: tuple[Obj, ...]) -> None:
-    for _, hook in webhooks(rendered):
+REAPPLY = "vcjobs.reapply.autowrap.io"
+
+
+def test_every_webhook_is_create_only_but_the_reapply_of_adopted_jobs(
+    rendered: tuple[Obj, ...],
+) -> None:
+    for kind, hook in webhooks(rendered):
+        expected = ["UPDATE"] if hook["name"] == REAPPLY else ["CREATE"]
         for rule in hook["rules"]:
-            assert rule["operations"] == ["CREATE"], hook["name"]
+            assert rule["operations"] == expected, hook["name"]
             assert "*" not in rule["resources"] + rule["apiGroups"], hook["name"]
+        if hook["name"] == REAPPLY:
+            assert kind == "MutatingWebhookConfiguration"
+            assert [(r["apiGroups"], r["resources"]) for r in hook["rules"]] == [
+                (["batch.volcano.sh"], ["jobs"])
+            ]
+    assert REAPPLY in {h["name"] for _, h in webhooks(rendered)}
 
 
 def test_every_webhook_sets_timeout_and_failure_policy_explicitly(
@@ -322,11 +364,17 @@ def test_every_webhook_sets_timeout_and_failure_policy_explicitly(
             assert hook["reinvocationPolicy"] == "Never", hook["name"]
 
 
-def test_every_webhook_fails_closed(rendered: tuple[Obj, ...]) -> None:
-    # Within their tight scope: an opted-in job is never created unwrapped, a wrapped job's pod
-    # never starts without its rank, an AppWrapper is never queued incomplete.
+def test_every_webhook_fails_closed_but_the_reapply_of_adopted_jobs(
+    rendered: tuple[Obj, ...],
+) -> None:
+    # Within their tight scope: an opted-in job is never created unprepared or unwrapped, a
+    # wrapped job's pod never starts without its rank, an AppWrapper is never queued
+    # incomplete. The re-apply entry only makes a re-apply idempotent (Volcano refuses any
+    # other spec change): failing closed would block every update of adopted Jobs, including
+    # the garbage collector's, while autowrap is down.
     for _, hook in webhooks(rendered):
-        assert hook["failurePolicy"] == "Fail", hook["name"]
+        expected = "Ignore" if hook["name"] == REAPPLY else "Fail"
+        assert hook["failurePolicy"] == expected, hook["name"]
 
 
 @pytest.mark.parametrize("system_namespace", SYSTEM_NAMESPACES)
@@ -346,6 +394,8 @@ def test_every_webhook_excludes_system_namespaces(
 def test_only_webhooks_that_create_appwrappers_declare_side_effects_on_non_dry_runs(
     rendered: tuple[Obj, ...],
 ) -> None:
+    # The validating wrap entries create the AppWrapper when a policy says Redirect; every
+    # mutating entry (adopt mode's preparation and re-apply included) is pure.
     for kind, hook in webhooks(rendered):
         wraps = kind == "ValidatingWebhookConfiguration" and any(
             r["resources"] != [names.APPWRAPPER_PLURAL] for r in hook["rules"]
@@ -380,18 +430,23 @@ RANKED = {names.NODE_RANK_OFFSET_LABEL: "0", names.APPWRAPPER_LABEL: "train"}
 
 # (what is created, resource, namespace labels, which kinds of autowrap webhook must see it)
 SCENARIOS = {
-    "vcjob labeled wrap=true is wrapped": (vcjob(WRAP), "jobs", TEAM, ["wrap"]),
-    "vcjob with a queue label is wrapped": (vcjob(QUEUE), "jobs", TEAM, ["wrap"]),
+    "vcjob labeled wrap=true is wrapped": (vcjob(WRAP), "jobs", TEAM, ["adopt", "wrap"]),
+    "vcjob with a queue label is wrapped": (vcjob(QUEUE), "jobs", TEAM, ["adopt", "wrap"]),
     "unlabeled vcjob is not sent": (vcjob(), "jobs", TEAM, []),
     "vcjob labeled wrap=false is not sent": (vcjob({**NO_WRAP, **QUEUE}), "jobs", TEAM, []),
     "owned vcjob is not sent": (vcjob(WRAP, owned=True), "jobs", TEAM, []),
     "vcjob of an AppWrapper is not sent": (vcjob({**QUEUE, **WRAPPED}), "jobs", TEAM, []),
-    "unlabeled vcjob in an Always namespace is wrapped": (vcjob(), "jobs", ALWAYS, ["wrap"]),
+    "unlabeled vcjob in an Always namespace is wrapped": (
+        vcjob(),
+        "jobs",
+        ALWAYS,
+        ["adopt", "wrap"],
+    ),
     "labeled vcjob in an Always namespace is sent once": (
         vcjob({**WRAP, **QUEUE}),
         "jobs",
         ALWAYS,
-        ["wrap"],
+        ["adopt", "wrap"],
     ),
     "vcjob labeled wrap=false in an Always namespace is not sent": (
         vcjob(NO_WRAP),
@@ -399,10 +454,23 @@ SCENARIOS = {
         ALWAYS,
         [],
     ),
-    "pod labeled wrap=true is wrapped": (pod(WRAP), "pods", TEAM, ["wrap"]),
+    "pod labeled wrap=true is wrapped": (pod(WRAP), "pods", TEAM, ["adopt", "wrap"]),
     "pod with only a queue label is left to Kueue": (pod(QUEUE), "pods", TEAM, []),
     "unlabeled pod is not sent": (pod(), "pods", TEAM, []),
-    "unlabeled ownerless pod in an Always namespace is wrapped": (pod(), "pods", ALWAYS, ["wrap"]),
+    "unlabeled ownerless pod in an Always namespace is wrapped": (
+        pod(),
+        "pods",
+        ALWAYS,
+        ["adopt", "wrap"],
+    ),
+    "pod of an AppWrapper is not sent": (pod({**WRAP, **WRAPPED}), "pods", TEAM, []),
+    "pod of an AppWrapper in an Always namespace is not sent": (pod(WRAPPED), "pods", ALWAYS, []),
+    "vcjob already marked for adoption by its author is prepared as any other": (
+        vcjob({**QUEUE, names.ADOPTION_LABEL: names.ADOPTION_PENDING}),
+        "jobs",
+        TEAM,
+        ["adopt", "wrap"],
+    ),
     "controller-made pod in an Always namespace is not sent": (pod(owned=True), "pods", ALWAYS, []),
     "pod of a wrapped vcjob gets its rank and is not wrapped again": (
         pod(RANKED, owned=True),
@@ -441,8 +509,12 @@ def webhook_role(objs: Iterable[Obj], name: str) -> str:
     for kind, hook in webhooks(objs):
         if hook["name"] == name:
             if kind == "MutatingWebhookConfiguration":
-                appwrappers = rule_matches(hook, names.APPWRAPPER_API_VERSION, "appwrappers")
-                return "complete" if appwrappers else "rank"
+                if rule_matches(hook, names.APPWRAPPER_API_VERSION, "appwrappers"):
+                    return "complete"
+                if any("UPDATE" in r["operations"] for r in hook["rules"]):
+                    return "reapply"
+                keys = {e["key"] for e in hook["objectSelector"].get("matchExpressions", [])}
+                return "rank" if names.NODE_RANK_OFFSET_LABEL in keys else "adopt"
             return "wrap" if hook["sideEffects"] == "NoneOnDryRun" else "check"
     raise AssertionError(name)
 
@@ -453,6 +525,314 @@ def test_which_webhooks_see_an_object(scenario: str) -> None:
     objs = render("base")
     called = webhooks_called(objs, resource=resource, obj=obj, namespace_labels=ns_labels)
     assert sorted(webhook_role(objs, n) for n in called) == sorted(expected), called
+
+
+# --- adopt mode: preparing wrap candidates, re-applying adopted Jobs ---------------------------
+
+
+def as_prepared(obj: Obj) -> Obj:
+    """The labels adopt mode's mutation leaves on a wrap candidate (webhook/adoption.py
+    prepare): the adoption label; on a Pod, which is its own pod template, also the AppWrapper
+    label, and its queue label moves to an annotation."""
+    prepared = copy.deepcopy(obj)
+    labels = prepared["metadata"].setdefault("labels", {})
+    labels[names.ADOPTION_LABEL] = names.ADOPTION_PENDING
+    if prepared["kind"] == "Pod":
+        labels.pop(names.QUEUE_LABEL, None)
+        labels[names.APPWRAPPER_LABEL] = "train"
+    return prepared
+
+
+def wrap_routes(objs: Iterable[Obj], kind: str, obj: Obj, ns_labels: dict[str, str]) -> list[str]:
+    """The wrap entries of one configuration that `obj` reaches, as "<kind>.<route>"."""
+    resource = "jobs" if obj["kind"] == "Job" else "pods"
+    called = webhooks_called(
+        objs, resource=resource, obj=obj, namespace_labels=ns_labels, kind=kind
+    )
+    routes = []
+    for name in called:
+        if webhook_role(objs, name) in ("adopt", "wrap"):
+            plural, entry = name.split(".")[:2]
+            routes.append(f"{plural}.{'always' if entry.endswith('-always') else 'label'}")
+    return sorted(routes)
+
+
+CANDIDATE_LABELS = {
+    "none": {},
+    "wrap": WRAP,
+    "queue": QUEUE,
+    "wrap+queue": {**WRAP, **QUEUE},
+    "no-wrap": NO_WRAP,
+    "no-wrap+queue": {**NO_WRAP, **QUEUE},
+    "wrap=other": {names.WRAP_LABEL: "yes"},
+    "appwrapper": WRAPPED,
+    "wrap+appwrapper": {**WRAP, **WRAPPED},
+    "ranked": RANKED,
+}
+CANDIDATE_NAMESPACES = {
+    "team": TEAM,
+    "always": ALWAYS,
+    "kube-system": namespace("kube-system", **{names.WRAP_LABEL: "Always"}),
+}
+
+
+@pytest.mark.parametrize("make", [vcjob, pod], ids=["vcjob", "pod"])
+@pytest.mark.parametrize("owned", [False, True], ids=["ownerless", "owned"])
+@pytest.mark.parametrize("labels", sorted(CANDIDATE_LABELS))
+@pytest.mark.parametrize("ns", sorted(CANDIDATE_NAMESPACES))
+def test_mutating_wrap_entries_cover_exactly_what_the_validating_wrap_entries_cover(
+    make: Any, owned: bool, labels: str, ns: str
+) -> None:
+    objs = render("base")
+    obj = make(dict(CANDIDATE_LABELS[labels]), owned=owned)
+    ns_labels = CANDIDATE_NAMESPACES[ns]
+    prepares = wrap_routes(objs, "MutatingWebhookConfiguration", obj, ns_labels)
+    # Redirect mode, or a candidate its policy does not wrap: the object is validated as sent.
+    checks = wrap_routes(objs, "ValidatingWebhookConfiguration", obj, ns_labels)
+    assert prepares == checks
+    assert len(prepares) <= 1, "an object is sent to one entry per configuration"
+    if prepares:
+        # Adopt mode: validation sees the object as the mutation left it.
+        prepared = as_prepared(obj)
+        assert wrap_routes(objs, "ValidatingWebhookConfiguration", prepared, ns_labels) == checks
+
+
+def test_mutating_wrap_entries_share_the_scope_of_their_validating_twins() -> None:
+    objs = render("base")
+    mutating = {h["name"]: h for k, h in webhooks(objs) if k == "MutatingWebhookConfiguration"}
+    validating = {h["name"]: h for k, h in webhooks(objs) if k == "ValidatingWebhookConfiguration"}
+    adopt = sorted(n for n in mutating if webhook_role(objs, n) == "adopt")
+    assert adopt == sorted(
+        f"{kind}.{entry}.autowrap.io"
+        for kind in ("pods", "vcjobs")
+        for entry in ("adopt", "adopt-always")
+    )
+    for name in adopt:
+        twin = validating[name.replace(".adopt", ".wrap")]
+        hook = mutating[name]
+        assert hook["rules"] == twin["rules"], name
+        assert hook["namespaceSelector"] == twin["namespaceSelector"], name
+        assert hook["matchPolicy"] == twin["matchPolicy"], name
+        # Every condition of the twin holds for the mutating entry too (the Pod twins move the
+        # AppWrapper-label exclusion into a condition that lets prepared Pods through).
+        keys = {e["key"] for e in hook["objectSelector"]["matchExpressions"]}
+        assert names.APPWRAPPER_LABEL in keys, name
+        conditions = {c["name"] for c in hook.get("matchConditions", [])}
+        assert "has-no-owner" in conditions, name
+
+
+def test_mutating_wrap_entries_are_pure_fail_closed_and_may_look_up_the_queue(
+    rendered: tuple[Obj, ...],
+) -> None:
+    adopt = [h for k, h in webhooks(rendered) if k == "MutatingWebhookConfiguration"
+             and webhook_role(rendered, h["name"]) == "adopt"]  # fmt: skip
+    assert len(adopt) == 4
+    for hook in adopt:
+        assert hook["clientConfig"]["service"]["path"] == names.MUTATE_PATH
+        assert hook["sideEffects"] == "None", hook["name"]
+        assert hook["failurePolicy"] == "Fail", hook["name"]
+        assert hook["reinvocationPolicy"] == "Never", hook["name"]
+        assert hook["timeoutSeconds"] == 10, hook["name"]
+
+
+def test_the_reapply_entry_is_pure_and_selects_adopted_jobs_by_their_stored_label(
+    rendered: tuple[Obj, ...],
+) -> None:
+    hook = next(h for _, h in webhooks(rendered) if h["name"] == REAPPLY)
+    assert hook["clientConfig"]["service"]["path"] == names.MUTATE_PATH
+    assert hook["sideEffects"] == "None"
+    assert hook["objectSelector"] == {
+        "matchExpressions": [{"key": names.ADOPTION_LABEL, "operator": "Exists"}]
+    }
+    assert any("oldObject" in c["expression"] for c in hook["matchConditions"])
+    assert hook["timeoutSeconds"] <= 10
+
+
+ADOPTED = {**QUEUE, names.ADOPTION_LABEL: names.ADOPTION_ADOPTED}
+PENDING = {**QUEUE, names.ADOPTION_LABEL: names.ADOPTION_PENDING}
+AW_OWNER = [{"apiVersion": names.APPWRAPPER_API_VERSION, "kind": "AppWrapper", "name": "train",
+             "uid": "1", "controller": True}]  # fmt: skip
+
+
+def owned_by_appwrapper(obj: Obj) -> Obj:
+    obj["metadata"]["ownerReferences"] = copy.deepcopy(AW_OWNER)
+    return obj
+
+
+# (old, new, resource, namespace labels, whether the re-apply entry is called)
+UPDATES = {
+    "re-apply of a Job pending adoption": (vcjob(PENDING), vcjob(PENDING), "jobs", TEAM, True),
+    "re-apply of an adopted Job (owned by its AppWrapper)": (
+        owned_by_appwrapper(vcjob(ADOPTED)),
+        owned_by_appwrapper(vcjob(ADOPTED)),
+        "jobs",
+        TEAM,
+        True,
+    ),
+    "re-apply of an adopted Job in an Always namespace": (
+        vcjob(ADOPTED),
+        vcjob(ADOPTED),
+        "jobs",
+        ALWAYS,
+        True,
+    ),
+    "update that removes the adoption label": (vcjob(ADOPTED), vcjob(QUEUE), "jobs", TEAM, True),
+    "update that adds the adoption label to another Job": (
+        vcjob(QUEUE),
+        vcjob(ADOPTED),
+        "jobs",
+        TEAM,
+        False,
+    ),
+    "update of a Job never adopted": (vcjob(QUEUE), vcjob(QUEUE), "jobs", TEAM, False),
+    "update of an adopted Job labeled wrap=false": (
+        vcjob({**ADOPTED, **NO_WRAP}),
+        vcjob({**ADOPTED, **NO_WRAP}),
+        "jobs",
+        TEAM,
+        True,
+    ),
+    "update of an adopted Pod": (pod(ADOPTED), pod(ADOPTED), "pods", TEAM, False),
+    "update of an adopted Job in a system namespace": (
+        vcjob(ADOPTED),
+        vcjob(ADOPTED),
+        "jobs",
+        namespace(names.SERVICE_NAMESPACE),
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(UPDATES))
+def test_updates_reach_only_the_reapply_entry_and_only_for_adopted_jobs(scenario: str) -> None:
+    old, new, resource, ns_labels, expected = UPDATES[scenario]
+    objs = render("base")
+    called = webhooks_called(objs, resource=resource, obj=new, old=old, namespace_labels=ns_labels)
+    assert called == ([REAPPLY] if expected else []), called
+
+
+def test_every_rendered_webhook_configuration_parses_in_the_apiserver_emulator(
+    rendered: tuple[Obj, ...], webhook_pki: ServingPki
+) -> None:
+    configurations = tuple(o for o in rendered if o["kind"] in WEBHOOK_CONFIGURATIONS)
+    emulator = ApiserverEmulator(
+        "127.0.0.1",
+        names.SERVING_PORT,
+        configurations,
+        match_conditions=cel_predicates(configurations),
+        ca_bundle=webhook_pki.ca_bundle,
+    )
+    assert {h.name for h in emulator.webhooks()} == {h["name"] for _, h in webhooks(rendered)}
+
+
+ALICE = UserInfo(username="alice", groups=("system:authenticated",))
+
+
+def manifest_job(name: str, labels: dict[str, str]) -> Obj:
+    template = {"spec": {"restartPolicy": "Never", "containers": [
+        {"name": "trainer", "image": "torch:2.4", "resources": {"limits": {"cpu": "1"}}}]}}  # fmt: skip
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": "ml", "labels": labels},
+        "spec": {
+            "schedulerName": "volcano",
+            "tasks": [
+                {"name": "master", "replicas": 1, "template": copy.deepcopy(template)},
+                {"name": "worker", "replicas": 2, "template": copy.deepcopy(template)},
+            ],
+        },
+    }
+
+
+async def test_adopt_mode_runs_through_the_rendered_webhooks(
+    webhook_pki: ServingPki, tmp_path: Path
+) -> None:
+    """The real server, in adopt mode, behind the rendered webhook configurations: a labeled
+    Volcano Job and a labeled Pod are created prepared (and validated as prepared), a re-apply
+    of the Job's manifest gets the stored spec back, and updates of other Jobs never reach
+    autowrap."""
+    from tests.support.cluster.cluster import FakeCluster
+    from tests.support.cluster.resources import LOCALQUEUES, PODS, VCJOBS
+    from tests.support.policies import in_mode
+    from webhook import server
+
+    configurations = tuple(o for o in render("base") if o["kind"] in WEBHOOK_CONFIGURATIONS)
+    emulator = ApiserverEmulator(
+        "127.0.0.1",
+        0,
+        configurations,
+        match_conditions=cel_predicates(configurations),
+        ca_bundle=webhook_pki.ca_bundle,
+    )
+    api = FakeCluster(emulator=emulator)
+    await api.start()
+    api.add_namespace("ml")
+    api.store.create(LOCALQUEUES, {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
+                                   "metadata": {"name": "team-queue", "namespace": "ml"},
+                                   "spec": {"clusterQueue": "cq"}})  # fmt: skip
+    cert_dir = tmp_path / "certs"
+    cert_dir.mkdir()
+    for source in (webhook_pki.cert_path, webhook_pki.key_path, webhook_pki.ca_path):
+        shutil.copy(source, cert_dir / source.name)
+    options = server.Options(
+        host="127.0.0.1", port=0, metrics_port=0, cert_dir=cert_dir,
+        policy_path=in_mode(REPO / "policies", tmp_path / "policies", "Adopt"),
+        kubeconfig=str(api.write_kubeconfig(tmp_path / "kubeconfig")),
+        reload_interval=60.0, drain_timeout=5.0, controller=False,
+    )  # fmt: skip
+    running = await server.start(options)
+    emulator.port = running.port
+    try:
+
+        def called(name: str) -> list[str]:
+            return [c.name for c in emulator.calls if c.request["request"].get("name") == name]
+
+        # A labeled Volcano Job: prepared by the mutating entry, checked by the validating one.
+        job = manifest_job("train", dict(QUEUE))
+        stored = await api.create(VCJOBS, job, user=ALICE)
+        assert called("train") == ["vcjobs.adopt.autowrap.io", "vcjobs.wrap.autowrap.io"]
+        assert stored["metadata"]["labels"][names.ADOPTION_LABEL] == names.ADOPTION_PENDING
+        assert names.ADOPTION_FINALIZER in stored["metadata"]["finalizers"]
+        for task in stored["spec"]["tasks"]:
+            template = task["template"]
+            assert {"name": names.ADMISSION_GATE} in template["spec"]["schedulingGates"]
+            assert template["metadata"]["labels"][names.APPWRAPPER_LABEL] == "train"
+
+        # Re-applying the manifest sends spec.tasks without autowrap's additions: the re-apply
+        # entry gives the stored spec back.
+        reapplied = copy.deepcopy(stored)
+        reapplied["spec"] = copy.deepcopy(job["spec"])
+        updated = await api.update(VCJOBS, reapplied, user=ALICE)
+        assert called("train")[-1] == REAPPLY
+        assert updated["spec"] == stored["spec"]
+
+        # A Job that never opted in: neither its create nor its updates reach autowrap, not even
+        # one that adds the adoption label.
+        plain = await api.create(VCJOBS, manifest_job("plain", {}), user=ALICE)
+        plain["metadata"].setdefault("annotations", {})["note"] = "x"
+        plain = await api.update(VCJOBS, plain, user=ALICE)
+        plain["metadata"]["labels"] = {names.ADOPTION_LABEL: names.ADOPTION_ADOPTED}
+        await api.update(VCJOBS, plain, user=ALICE)
+        assert called("plain") == []
+
+        # A labeled bare Pod carries the AppWrapper label once prepared, and is still validated.
+        bare = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "solo", "namespace": "ml", "labels": {**WRAP, **QUEUE}},
+            "spec": {"restartPolicy": "Never", "containers": [
+                {"name": "main", "image": "torch:2.4", "resources": {"limits": {"cpu": "1"}}}]},
+        }  # fmt: skip
+        stored_pod = await api.create(PODS, bare, user=ALICE)
+        assert called("solo") == ["pods.adopt.autowrap.io", "pods.wrap.autowrap.io"]
+        assert stored_pod["metadata"]["labels"][names.APPWRAPPER_LABEL]
+        assert stored_pod["metadata"]["labels"][names.ADOPTION_LABEL] == names.ADOPTION_PENDING
+        assert {"name": names.ADMISSION_GATE} in stored_pod["spec"]["schedulingGates"]
+        assert not [c for c in emulator.calls if c.error], [c.error for c in emulator.calls]
+    finally:
+        await running.drain()
+        await api.stop()
 
 
 # --- the Deployment ----------------------------------------------------------------------------
@@ -607,12 +987,44 @@ def test_self_managed_server_owns_its_secret_and_both_webhook_configurations() -
 # --- RBAC --------------------------------------------------------------------------------------
 
 
+LEASES = ("coordination.k8s.io", "leases")
+
+
 def test_autowrap_may_make_exactly_the_api_calls_the_server_makes() -> None:
+    # Admission, the adopt-mode controller and the AppWrapper operator's component check
+    # (kube.RBAC): the ClusterRole and the Lease Role together grant exactly these.
     kube = importlib.import_module("webhook.kube")
     expected = {("" if g == "core" else g, r, v) for g, r, v in kube.RBAC}
     grants = rbac_grants(render("base"), names.SERVICE_NAMESPACE, names.SERVICE_NAME)
-    assert all(names_ == () and scope is None for *_, names_, scope in grants)
     assert {(g, r, v) for g, r, v, _, _ in grants} == expected
+    cluster_wide = {grant for grant in grants if grant[4] is None}
+    assert all(names_ == () for *_, names_, _ in cluster_wide)
+    assert not {g for g in cluster_wide if g[:2] == LEASES}, "the Lease is never cluster-wide"
+
+
+def test_the_controller_lease_is_granted_only_in_autowrap_namespace_and_by_name() -> None:
+    grants = rbac_grants(render("base"), names.SERVICE_NAMESPACE, names.SERVICE_NAME)
+    ns, lease = names.SERVICE_NAMESPACE, (names.CONTROLLER_LEASE,)
+    assert {g for g in grants if g[4] is not None} == {
+        (*LEASES, "get", lease, ns),
+        (*LEASES, "update", lease, ns),
+        # Kubernetes cannot restrict create by name; the Role keeps it to autowrap's namespace.
+        (*LEASES, "create", (), ns),
+    }
+
+
+def test_the_controller_finds_its_namespace_through_the_downward_api(
+    rendered: tuple[Obj, ...],
+) -> None:
+    env = {e["name"]: e for e in container(rendered).get("env", [])}
+    assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    deployment = the(rendered, "Deployment", names.SERVICE_NAME)
+    role = the(rendered, "Role", "autowrap-controller-lease")
+    assert role["metadata"]["namespace"] == deployment["metadata"]["namespace"]
+
+
+def test_the_server_does_not_turn_the_controller_off(rendered: tuple[Obj, ...]) -> None:
+    assert "--no-controller" not in container(rendered)["args"]
 
 
 def test_self_managed_certificates_add_only_their_secret_and_webhook_configurations() -> None:
