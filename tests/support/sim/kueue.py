@@ -1,0 +1,299 @@
+"""Kueue's handling of AppWrappers (the built-in integration), simulated.
+
+Citations are kubernetes-sigs/kueue @ff69552 as quoted in shared/reference/adopt-mode.md Q1-Q5
+and appwrapper.md §5. What adopt mode relies on:
+
+* an AppWrapper without ``kueue.x-k8s.io/queue-name`` is ignored (Q1, ``reconciler.go:375-386``);
+  one with it gets a Workload owned by it, whose ``queueName`` follows the label while it is
+  not admitted (Q2, ``reconciler.go:634-664``);
+* ``kueue.x-k8s.io/admission-gated-by`` is copied to the Workload and makes it inadmissible,
+  with the ``AdmissionGated`` condition (Q4, ``reconciler.go:1148-1153``, ``workload.go:1282-1299``,
+  ``workload_controller.go:1077-1118``);
+* admission is two steps as upstream: the scheduler reserves quota on the Workload, then the job
+  reconciler starts the AppWrapper, writing ``podSetInfos`` and ``suspend: false`` in one update
+  (Q5, ``appwrapper_controller.go:165-180``; sources ``podset.go:56-93``: the flavor's
+  nodeLabels and tolerations and the label ``kueue.x-k8s.io/podset``);
+* an unsuspended AppWrapper whose Workload is not admitted is suspended (StopJob), and
+  preemption suspends it and clears ``podSetInfos`` (RestorePodSetsInfo).
+
+Admission happens by itself with ``auto_admit`` (the gate gone and the LocalQueue present),
+or on :meth:`Kueue.admit`. Not modelled: quota, ClusterQueue and cohort accounting, priorities,
+TAS (its gate and annotation), admission checks, MultiKueue, waitForPodsReady, the
+LocalQueue defaulting webhook (Q3), ``manageJobsWithoutQueueName``.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from tests.support.cluster.cluster import FakeCluster
+from tests.support.cluster.resources import APPWRAPPERS, LOCALQUEUES, WORKLOADS, Resource
+from tests.support.sim.appwrapper import pod_sets, replicas, value_at_path
+from tests.support.sim.objects import (
+    JsonDict,
+    Key,
+    annotations_of,
+    condition,
+    controller_ref,
+    is_deleting,
+    key_of,
+    labels_of,
+    meta,
+    set_condition,
+)
+from tests.support.sim.runtime import KeyMapper, Simulator, by_owner, sa, same_key
+
+CONTROLLER = sa("kueue-system", "kueue-controller-manager")
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+GATED_BY = "kueue.x-k8s.io/admission-gated-by"
+PODSET_LABEL = "kueue.x-k8s.io/podset"
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+DEFAULT_FLAVORS: dict[str, JsonDict] = {"default-flavor": {}}
+
+
+class NotAdmissible(Exception):
+    """:meth:`Kueue.admit` on an AppWrapper Kueue would not admit; the message says why."""
+
+
+def workload_name(aw: JsonDict) -> str:
+    """The shape of Kueue's ``GetWorkloadNameForOwnerWithGVK``: kind-name-hash."""
+    digest = hashlib.sha1(f"{meta(aw)['name']}/{meta(aw).get('uid')}".encode()).hexdigest()
+    return f"appwrapper-{meta(aw)['name']}-{digest[:5]}"
+
+
+def podset_names(aw: JsonDict) -> list[list[str]]:
+    """Kueue PodSet names per component and podSet: ``<aw>-<n>``, counted across components."""
+    names, n = [], 0
+    for component in (aw.get("spec") or {}).get("components") or []:
+        names.append([f"{meta(aw)['name']}-{n + j}" for j in range(len(pod_sets(component)))])
+        n += len(names[-1])
+    return names
+
+
+class Kueue(Simulator):
+    """Kueue's AppWrapper job reconciler and a scheduler that admits without quota."""
+
+    name = "kueue"
+    primary = APPWRAPPERS
+
+    def __init__(
+        self,
+        cluster: FakeCluster,
+        *,
+        flavors: Mapping[str, Mapping[str, Any]] | None = None,
+        auto_admit: bool = True,
+    ) -> None:
+        super().__init__(cluster, CONTROLLER)
+        self.flavors = {k: dict(v) for k, v in (flavors or DEFAULT_FLAVORS).items()}
+        self.auto_admit = auto_admit
+        self._held: set[Key] = set()
+
+    def sources(self) -> list[tuple[Resource, KeyMapper]]:
+        return [
+            (APPWRAPPERS, same_key),
+            (WORKLOADS, by_owner("AppWrapper")),
+            (LOCALQUEUES, self._queued_in),
+        ]
+
+    def _queued_in(self, lq: JsonDict) -> Iterable[Key]:
+        ns, name = key_of(lq)
+        return [key_of(aw) for aw in self.store.list(APPWRAPPERS, ns, labels={QUEUE_LABEL: name})]
+
+    # -- what tests call -------------------------------------------------------------------------
+
+    def workload(self, namespace: str, name: str) -> JsonDict | None:
+        aw = self.store.get(APPWRAPPERS, namespace, name)
+        return aw and self.store.get(WORKLOADS, namespace, workload_name(aw))
+
+    def why_not_admissible(self, aw: JsonDict) -> str | None:
+        queue = labels_of(aw).get(QUEUE_LABEL)
+        ns, name = key_of(aw)
+        if not queue:
+            return f"AppWrapper {ns}/{name} has no {QUEUE_LABEL} label"
+        if annotations_of(aw).get(GATED_BY):
+            return f"AppWrapper {ns}/{name} is gated by {annotations_of(aw)[GATED_BY]}"
+        if self.store.get(LOCALQUEUES, ns, queue) is None:
+            return f"LocalQueue {ns}/{queue} doesn't exist"
+        return None
+
+    async def admit(self, namespace: str, name: str, *, flavor: str | None = None) -> None:
+        """Reserve quota in ``flavor`` (default: the first) and start the AppWrapper."""
+        aw = self.store.get(APPWRAPPERS, namespace, name)
+        if aw is None:
+            raise NotAdmissible(f"AppWrapper {namespace}/{name} not found")
+        why = self.why_not_admissible(aw)
+        if why:
+            raise NotAdmissible(why)
+        self._held.discard((namespace, name))
+        wl = await self._workload(aw)
+        if not _admitted(wl):
+            await self._reserve(wl, flavor or next(iter(self.flavors)))
+        await self.reconcile((namespace, name))
+
+    async def preempt(self, namespace: str, name: str) -> None:
+        """Evict the Workload and suspend the AppWrapper; it waits for :meth:`admit` or
+        :meth:`release` even with ``auto_admit``."""
+        self._held.add((namespace, name))
+        wl = self.workload(namespace, name)
+        if wl is None:
+            raise LookupError(f"no Workload for AppWrapper {namespace}/{name}")
+        status = wl.setdefault("status", {})
+        status.pop("admission", None)
+        set_condition(status, "Evicted", True, "Preempted", "Preempted to accommodate a workload")
+        set_condition(status, "QuotaReserved", False, "Pending", "Preempted")
+        set_condition(status, "Admitted", False, "NoReservation", "The workload has no reservation")
+        await self.update_status(WORKLOADS, wl)
+        await self.reconcile((namespace, name))
+
+    def release(self, namespace: str, name: str) -> None:
+        """Let ``auto_admit`` admit a preempted AppWrapper again."""
+        self._held.discard((namespace, name))
+        self.queue_key((namespace, name))
+
+    # -- the reconcile --------------------------------------------------------------------------
+
+    async def reconcile(self, key: Key) -> None:
+        aw = self.store.get(APPWRAPPERS, *key)
+        if aw is None or is_deleting(aw) or not labels_of(aw).get(QUEUE_LABEL):
+            return
+        wl = await self._workload(aw)
+        suspended = bool((aw.get("spec") or {}).get("suspend"))
+        if _admitted(wl):
+            if suspended and key not in self._held:
+                await self._start(aw, wl)
+            else:
+                await self._finish(aw, wl)
+            return
+        if not suspended:
+            await self._stop(aw)
+        elif self.auto_admit and key not in self._held and self.why_not_admissible(aw) is None:
+            await self._reserve(wl, next(iter(self.flavors)))
+
+    async def _workload(self, aw: JsonDict) -> JsonDict:
+        """Create the Workload, or sync its queue and gate from the AppWrapper (Q2, Q4)."""
+        ns = key_of(aw)[0]
+        gate = annotations_of(aw).get(GATED_BY)
+        queue = labels_of(aw)[QUEUE_LABEL]
+        wl = self.store.get(WORKLOADS, ns, workload_name(aw))
+        if wl is None:
+            wl = await self.create(WORKLOADS, self._new_workload(aw), ns)
+        changed = False
+        annotations = meta(wl).setdefault("annotations", {})
+        if annotations.get(GATED_BY) != gate:
+            if gate:
+                annotations[GATED_BY] = gate
+            else:
+                annotations.pop(GATED_BY, None)
+            changed = True
+        if not _admitted(wl) and wl["spec"].get("queueName") != queue:
+            wl["spec"]["queueName"] = queue
+            changed = True
+        if changed:
+            wl = await self.update(WORKLOADS, wl)
+        status = wl.setdefault("status", {})
+        if gate:
+            flipped = set_condition(
+                status, "AdmissionGated", True, "AdmissionGated", f"gated by {gate}"
+            )
+        elif condition(wl, "AdmissionGated") is not None:
+            flipped = set_condition(status, "AdmissionGated", False, "AdmissionGateCleared", "")
+        else:
+            flipped = False
+        if flipped:
+            wl = await self.update_status(WORKLOADS, wl)
+        return wl
+
+    def _new_workload(self, aw: JsonDict) -> JsonDict:
+        ns = key_of(aw)[0]
+        podsets = []
+        for component, names in zip(
+            aw["spec"].get("components") or [], podset_names(aw), strict=True
+        ):
+            for pod_set, ps_name in zip(pod_sets(component), names, strict=True):
+                try:
+                    template = value_at_path(component["template"], pod_set["path"])
+                except Exception:  # a bad path is the AppWrapper webhook's business
+                    template = {}
+                podsets.append(
+                    {
+                        "name": ps_name,
+                        "count": replicas(pod_set),
+                        "template": {
+                            k: copy.deepcopy(template.get(k) or {}) for k in ("metadata", "spec")
+                        },
+                    }
+                )
+        return {
+            "apiVersion": WORKLOADS.api_version,
+            "kind": WORKLOADS.kind,
+            "metadata": {
+                "name": workload_name(aw),
+                "namespace": ns,
+                "labels": {JOB_UID_LABEL: str(meta(aw).get("uid", ""))},
+                "ownerReferences": [controller_ref(aw)],
+            },
+            "spec": {"queueName": labels_of(aw)[QUEUE_LABEL], "podSets": podsets, "active": True},
+        }
+
+    async def _reserve(self, wl: JsonDict, flavor: str) -> None:
+        """The scheduler: quota reserved and admitted in one step (no admission checks)."""
+        if flavor not in self.flavors:
+            raise NotAdmissible(f"unknown flavor {flavor!r}; known: {sorted(self.flavors)}")
+        ns = key_of(wl)[0]
+        lq = self.store.get(LOCALQUEUES, ns, wl["spec"]["queueName"]) or {}
+        status = wl.setdefault("status", {})
+        status["admission"] = {
+            "clusterQueue": (lq.get("spec") or {}).get("clusterQueue", ""),
+            "podSetAssignments": [
+                {"name": ps["name"], "flavors": {"cpu": flavor}, "count": ps["count"]}
+                for ps in wl["spec"].get("podSets") or []
+            ],
+        }
+        set_condition(status, "QuotaReserved", True, "QuotaReserved", "Quota reserved")
+        set_condition(status, "Admitted", True, "Admitted", "The workload is admitted")
+        if condition(wl, "Evicted") is not None:
+            set_condition(status, "Evicted", False, "QuotaReserved", "Previously: Preempted")
+        await self.update_status(WORKLOADS, wl)
+
+    async def _start(self, aw: JsonDict, wl: JsonDict) -> None:
+        """RunWithPodSetsInfo: every podSetInfo and ``suspend: false`` in one update (Q5)."""
+        flavors = {
+            a["name"]: next(iter((a.get("flavors") or {}).values()), "")
+            for a in (wl.get("status") or {}).get("admission", {}).get("podSetAssignments") or []
+        }
+        for component, names in zip(aw["spec"]["components"], podset_names(aw), strict=True):
+            infos = []
+            for ps_name in names:
+                flavor = self.flavors.get(flavors.get(ps_name, ""), {})
+                info: JsonDict = {"labels": {PODSET_LABEL: ps_name}}
+                if flavor.get("nodeLabels"):
+                    info["nodeSelector"] = dict(flavor["nodeLabels"])
+                if flavor.get("tolerations"):
+                    info["tolerations"] = copy.deepcopy(list(flavor["tolerations"]))
+                infos.append(info)
+            component["podSetInfos"] = infos
+        aw["spec"]["suspend"] = False
+        await self.update(APPWRAPPERS, aw)
+
+    async def _stop(self, aw: JsonDict) -> None:
+        """StopJob then RestorePodSetsInfo: ``suspend: true``, podSetInfos cleared."""
+        for component in aw["spec"].get("components") or []:
+            component.pop("podSetInfos", None)
+        aw["spec"]["suspend"] = True
+        await self.update(APPWRAPPERS, aw)
+
+    async def _finish(self, aw: JsonDict, wl: JsonDict) -> None:
+        """Finished: Succeeded, or Failed once its resources are gone (appwrapper.md §5)."""
+        status = aw.get("status") or {}
+        phase = status.get("phase")
+        deployed = (condition(aw, "ResourcesDeployed") or {}).get("status")
+        finished = phase == "Succeeded" or (phase == "Failed" and deployed == "False")
+        if finished and set_condition(wl.setdefault("status", {}), "Finished", True, str(phase)):
+            await self.update_status(WORKLOADS, wl)
+
+
+def _admitted(wl: JsonDict) -> bool:
+    return (condition(wl, "Admitted") or {}).get("status") == "True"

@@ -1,0 +1,197 @@
+"""The machinery every simulated controller shares: watches feed a work queue, one worker drains it.
+
+Real controllers are level-triggered: a reconcile reads what is stored and moves it one step,
+whatever event woke it. The simulators follow that rule, which is what lets
+:meth:`tests.support.sim.Simulators.settle` work without sleeps: it re-queues every object
+(an informer resync) and repeats until a whole round writes nothing.
+
+Writes go through :class:`FakeCluster` as the controller's own identity, so they pass the same
+admission webhooks the real controller's writes pass (adopt-mode.md A4).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, ClassVar
+
+from tests.support.apiserver import UserInfo
+from tests.support.cluster.cluster import FakeCluster
+from tests.support.cluster.resources import Resource
+from tests.support.cluster.store import ApiError
+from tests.support.fakekube import service_account_user
+from tests.support.sim.objects import JsonDict, Key, key_of, meta
+
+KeyMapper = Callable[[JsonDict], Iterable[Key]]
+
+
+def same_key(obj: JsonDict) -> Iterable[Key]:
+    return [key_of(obj)]
+
+
+class Simulator:
+    """One simulated controller. Subclasses set ``name``, ``primary``, ``user`` and ``reconcile``.
+
+    ``primary`` is the resource whose objects are the work items; ``sources()`` adds other
+    watched resources and maps their events to primary keys (a pod event wakes its owner).
+    """
+
+    name: ClassVar[str] = "simulator"
+    primary: ClassVar[Resource]
+
+    def __init__(self, cluster: FakeCluster, user: UserInfo) -> None:
+        self.cluster = cluster
+        self.store = cluster.store
+        self.user = user
+        self._queue: dict[Key, None] = {}
+        self._wakeup = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.current: Key | None = None
+        self.writes: collections.deque[str] = collections.deque(maxlen=50)
+        """The latest writes, newest last: what :meth:`settle` reports when it cannot settle."""
+        self.rejections: list[str] = []
+        """Writes the fake API refused and the real controller would retry (Events upstream)."""
+
+    # -- what subclasses provide ---------------------------------------------------------------
+
+    def sources(self) -> list[tuple[Resource, KeyMapper]]:
+        return [(self.primary, same_key)]
+
+    async def reconcile(self, key: Key) -> None:
+        raise NotImplementedError
+
+    # -- the queue ---------------------------------------------------------------------------------
+
+    def queue_key(self, key: Key) -> None:
+        if key[1]:
+            self._queue[key] = None
+            self._idle.clear()
+            self._wakeup.set()
+
+    def resync(self) -> None:
+        for obj in self.store.list(self.primary):
+            self.queue_key(key_of(obj))
+
+    @property
+    def idle(self) -> bool:
+        return self._idle.is_set()
+
+    def pending(self) -> list[Key]:
+        return ([self.current] if self.current else []) + list(self._queue)
+
+    async def wait_idle(self) -> None:
+        await self._idle.wait()
+
+    # -- tasks -----------------------------------------------------------------------------------
+
+    def tasks(self) -> list[Callable[[], Any]]:
+        """The coroutines the runner starts: one watch per source and the worker."""
+        return [*(self._watcher(res, mapper) for res, mapper in self.sources()), self._work]
+
+    def _watcher(self, res: Resource, mapper: KeyMapper) -> Callable[[], Any]:
+        async def watch() -> None:
+            stream = self.store.watch(res)
+            try:
+                async for event, obj in stream:
+                    if event == "BOOKMARK":
+                        continue
+                    for key in mapper(obj):
+                        self.queue_key(key)
+            finally:
+                await stream.aclose()
+
+        return watch
+
+    async def _work(self) -> None:
+        while True:
+            if not self._queue:
+                self._idle.set()
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            key = next(iter(self._queue))
+            del self._queue[key]
+            self.current = key
+            try:
+                await self.reconcile(key)
+            except ApiError as err:
+                # A stale read (409 Conflict) or an object that vanished meanwhile: the next
+                # reconcile reads fresh state, as controller-runtime requeues on error.
+                if err.status not in (404, 409):
+                    raise
+                self.queue_key(key)
+            finally:
+                self.current = None
+
+    # -- writes, as this controller ------------------------------------------------------------
+
+    def _note(self, verb: str, res: Resource, namespace: str, name: str) -> None:
+        self.writes.append(f"{verb} {res.plural} {namespace}/{name}")
+
+    async def create(self, res: Resource, obj: JsonDict, namespace: str) -> JsonDict:
+        self._note("create", res, namespace, meta(obj).get("name") or "")
+        return await self.cluster.create(res, obj, namespace=namespace, user=self.user)
+
+    async def update(self, res: Resource, obj: JsonDict) -> JsonDict:
+        ns, name = key_of(obj)
+        self._note("update", res, ns, name)
+        return await self.cluster.update(res, obj, user=self.user)
+
+    async def update_status(self, res: Resource, obj: JsonDict) -> JsonDict:
+        """PUT ``/status``: the main endpoint ignores status for these resources."""
+        ns, name = key_of(obj)
+        self._note("update status of", res, ns, name)
+        return await self.cluster.update(res, obj, user=self.user, subresource="status")
+
+    def reject(self, what: str, err: ApiError) -> None:
+        """Record a refused write once; the next reconcile retries it, as upstream requeues."""
+        text = f"{what}: {err.status} {err.reason}: {err.message}"
+        if text not in self.rejections:
+            self.rejections.append(text)
+
+    async def delete(self, res: Resource, namespace: str, name: str) -> JsonDict | None:
+        """Delete by name with Background propagation and no UID precondition."""
+        self._note("delete", res, namespace, name)
+        return await self.cluster.delete(
+            res, namespace, name, user=self.user, propagation="Background"
+        )
+
+
+def sa(namespace: str, name: str) -> UserInfo:
+    """A controller's service-account identity."""
+    return service_account_user(name, namespace)
+
+
+def by_owner(kind: str) -> KeyMapper:
+    """Map a dependent to its controller owner of ``kind`` (events of pods wake their Job)."""
+
+    def mapper(obj: JsonDict) -> Iterable[Key]:
+        ns = key_of(obj)[0]
+        return [
+            (ns, ref["name"])
+            for ref in meta(obj).get("ownerReferences") or []
+            if ref.get("controller") and ref.get("kind") == kind
+        ]
+
+    return mapper
+
+
+def by_label(label: str) -> KeyMapper:
+    """Map an object to the primary named by one of its labels."""
+
+    def mapper(obj: JsonDict) -> Iterable[Key]:
+        value = (meta(obj).get("labels") or {}).get(label)
+        return [(key_of(obj)[0], value)] if value else []
+
+    return mapper
+
+
+def describe(sims: Mapping[str, Simulator]) -> str:
+    lines = []
+    for name, sim in sims.items():
+        pending = ", ".join(f"{ns}/{n}" for ns, n in sim.pending()) or "nothing queued"
+        recent = "; ".join(list(sim.writes)[-5:]) or "no writes"
+        lines.append(f"{name}: {pending}; latest writes: {recent}")
+    return "\n".join(lines)

@@ -1,0 +1,583 @@
+"""The simulated upstream controllers on the fake cluster, without autowrap.
+
+Each test drives the simulators the way autowrap's adopt mode will meet them and asserts the
+upstream behaviour the simulator claims to model (adopt-mode.md A1-A7, Q1-Q5, V2-V5).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from tests.support.cluster.cluster import FakeCluster
+from tests.support.cluster.resources import (
+    APPWRAPPERS,
+    CONFIGMAPS,
+    LOCALQUEUES,
+    PODGROUPS,
+    PODS,
+    SERVICES,
+    VCJOBS,
+)
+from tests.support.cluster.store import ApiError
+from tests.support.sim import (
+    NotAdmissible,
+    SettleError,
+    SimulatorFailed,
+    Simulators,
+    resolved_env,
+    simulated,
+)
+from tests.support.sim.appwrapper import AW_LABEL, FINALIZER
+from tests.support.sim.kueue import GATED_BY, PODSET_LABEL, QUEUE_LABEL
+from tests.support.sim.objects import JsonDict, condition, controller_of
+from tests.support.sim.volcano import FROZEN_MESSAGE, defaulted, podgroup_name
+
+NS = "team-a"
+GATE = "autowrap.io/admission"
+FLAVORS = {
+    "cpu": {},
+    "gpu": {
+        "nodeLabels": {"pool": "gpu"},
+        "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+    },
+}
+NODES = {"cpu-node": {"pool": "cpu"}, "gpu-node": {"pool": "gpu"}}
+
+
+@pytest.fixture
+async def cluster() -> AsyncIterator[FakeCluster]:
+    fake = FakeCluster()
+    fake.add_namespace(NS)
+    yield fake
+
+
+def vcjob(
+    name: str = "train",
+    tasks: tuple[tuple[str, int], ...] = (("master", 1), ("worker", 2)),
+    *,
+    gated: bool = False,
+    aw_label: str | None = None,
+    plugins: dict[str, list[str]] | None = None,
+) -> JsonDict:
+    labels = {AW_LABEL: aw_label} if aw_label else {}
+    template_spec: JsonDict = {"containers": [{"name": "main", "image": "trainer:1"}]}
+    if gated:
+        template_spec["schedulingGates"] = [{"name": GATE}]
+    return defaulted(
+        {
+            "apiVersion": VCJOBS.api_version,
+            "kind": VCJOBS.kind,
+            "metadata": {"name": name},
+            "spec": {
+                "plugins": plugins if plugins is not None else {"svc": [], "env": []},
+                "tasks": [
+                    {
+                        "name": task,
+                        "replicas": n,
+                        "template": {
+                            "metadata": {"labels": dict(labels)},
+                            "spec": copy.deepcopy(template_spec),
+                        },
+                    }
+                    for task, n in tasks
+                ],
+            },
+        }
+    )
+
+
+def appwrapper(job: JsonDict, *, queue: str | None = "q", gated_by: str | None = None) -> JsonDict:
+    name = job["metadata"]["name"]
+    template = copy.deepcopy(job)
+    template["metadata"] = {"name": name}
+    meta: JsonDict = {"name": name, "labels": {QUEUE_LABEL: queue} if queue else {}}
+    if gated_by:
+        meta["annotations"] = {GATED_BY: gated_by}
+    return {
+        "apiVersion": APPWRAPPERS.api_version,
+        "kind": APPWRAPPERS.kind,
+        "metadata": meta,
+        "spec": {
+            "suspend": True,
+            "components": [
+                {
+                    "template": template,
+                    "podSets": [
+                        {"path": f"template.spec.tasks[{i}].template", "replicas": t["replicas"]}
+                        for i, t in enumerate(job["spec"]["tasks"])
+                    ],
+                }
+            ],
+        },
+    }
+
+
+async def add_local_queue(cluster: FakeCluster, name: str = "q") -> None:
+    lq = {
+        "apiVersion": LOCALQUEUES.api_version,
+        "kind": LOCALQUEUES.kind,
+        "metadata": {"name": name},
+        "spec": {"clusterQueue": "cq"},
+    }
+    await cluster.create(LOCALQUEUES, lq, namespace=NS)
+
+
+def phase(cluster: FakeCluster, name: str) -> str | None:
+    aw = cluster.store.get(APPWRAPPERS, NS, name)
+    return aw and (aw.get("status") or {}).get("phase")
+
+
+def pods(cluster: FakeCluster, **labels: str) -> dict[str, JsonDict]:
+    return {p["metadata"]["name"]: p for p in cluster.store.list(PODS, NS, labels=labels)}
+
+
+def manual(**extra: Any) -> dict[str, Any]:
+    return {
+        "kueue": {"flavors": FLAVORS, "auto_admit": False},
+        "kubelet": {"nodes": NODES},
+        **extra,
+    }
+
+
+async def running_aw(cluster: FakeCluster, sims: Simulators, job: JsonDict) -> JsonDict:
+    await add_local_queue(cluster)
+    await cluster.create(APPWRAPPERS, appwrapper(job), namespace=NS)
+    await sims.settle()
+    assert sims.kueue is not None
+    await sims.kueue.admit(NS, job["metadata"]["name"], flavor="gpu")
+    await sims.settle()
+    assert phase(cluster, job["metadata"]["name"]) == "Running"
+    stored = cluster.store.get(VCJOBS, NS, job["metadata"]["name"])
+    assert stored is not None
+    return stored
+
+
+# -- Kueue + AppWrapper + Volcano + kubelet -------------------------------------------------------
+
+
+async def test_admitted_appwrapper_deploys_its_vcjob_with_the_podset_infos(
+    cluster: FakeCluster,
+) -> None:
+    async with simulated(cluster, **manual()) as sims:
+        await add_local_queue(cluster)
+        await cluster.create(APPWRAPPERS, appwrapper(vcjob()), namespace=NS)
+        await sims.settle()
+        assert phase(cluster, "train") == "Suspended"
+        assert cluster.store.get(VCJOBS, NS, "train") is None
+        workload = sims.kueue.workload(NS, "train")  # type: ignore[union-attr]
+        assert workload is not None
+        assert [(p["name"], p["count"]) for p in workload["spec"]["podSets"]] == [
+            ("train-0", 1),
+            ("train-1", 2),
+        ]
+
+        await sims.kueue.admit(NS, "train", flavor="gpu")  # type: ignore[union-attr]
+        await sims.settle()
+
+        aw = cluster.store.get(APPWRAPPERS, NS, "train")
+        assert aw is not None
+        assert aw["status"]["phase"] == "Running"
+        assert FINALIZER in aw["metadata"]["finalizers"]
+        assert condition(aw, "ResourcesDeployed")["status"] == "True"  # type: ignore[index]
+        infos = aw["spec"]["components"][0]["podSetInfos"]
+        assert infos[1] == {
+            "labels": {PODSET_LABEL: "train-1"},
+            "nodeSelector": {"pool": "gpu"},
+            "tolerations": FLAVORS["gpu"]["tolerations"],
+        }
+        job = cluster.store.get(VCJOBS, NS, "train")
+        assert job is not None
+        assert job["metadata"]["labels"][AW_LABEL] == "train"
+        owner = controller_of(job)
+        assert owner is not None
+        assert (owner["kind"], owner["name"], owner["uid"]) == (
+            "AppWrapper",
+            "train",
+            aw["metadata"]["uid"],
+        )
+        worker = job["spec"]["tasks"][1]["template"]
+        assert worker["metadata"]["labels"] == {PODSET_LABEL: "train-1", AW_LABEL: "train"}
+        assert worker["spec"]["nodeSelector"] == {"pool": "gpu"}
+
+        running = pods(cluster, **{AW_LABEL: "train"})
+        assert sorted(running) == ["train-master-0", "train-worker-0", "train-worker-1"]
+        assert {p["spec"]["nodeName"] for p in running.values()} == {"gpu-node"}
+        assert {p["status"]["phase"] for p in running.values()} == {"Running"}
+        assert cluster.store.get(VCJOBS, NS, "train")["status"]["state"]["phase"] == "Running"  # type: ignore[index]
+
+        await sims.kubelet.finish_all(NS, labels={AW_LABEL: "train"})  # type: ignore[union-attr]
+        await sims.settle()
+        assert phase(cluster, "train") == "Succeeded"
+        assert cluster.store.get(VCJOBS, NS, "train")["status"]["state"]["phase"] == "Completed"  # type: ignore[index]
+        assert condition(sims.kueue.workload(NS, "train"), "Finished")["status"] == "True"  # type: ignore[arg-type, index, union-attr]
+        assert cluster.store.get(VCJOBS, NS, "train") is not None  # kept until the success TTL
+
+        await sims.appwrapper.expire_success_ttl(NS, "train")  # type: ignore[union-attr]
+        await sims.settle()
+        assert cluster.store.get(VCJOBS, NS, "train") is None
+        assert pods(cluster) == {}
+
+
+async def test_preemption_deletes_the_components_then_suspends(cluster: FakeCluster) -> None:
+    async with simulated(cluster, **manual()) as sims:
+        first = await running_aw(cluster, sims, vcjob())
+        await sims.kueue.preempt(NS, "train")  # type: ignore[union-attr]
+        await sims.settle()
+
+        aw = cluster.store.get(APPWRAPPERS, NS, "train")
+        assert aw is not None
+        assert aw["status"]["phase"] == "Suspended"
+        assert aw["spec"]["suspend"] is True
+        assert "podSetInfos" not in aw["spec"]["components"][0]
+        assert condition(aw, "QuotaReserved")["status"] == "False"  # type: ignore[index]
+        assert cluster.store.get(VCJOBS, NS, "train") is None
+        assert pods(cluster) == {}
+
+        await sims.kueue.admit(NS, "train", flavor="cpu")  # type: ignore[union-attr]
+        await sims.settle()
+        again = cluster.store.get(VCJOBS, NS, "train")
+        assert again is not None
+        assert again["metadata"]["uid"] != first["metadata"]["uid"]
+        assert {p["spec"]["nodeName"] for p in pods(cluster).values()} == {"cpu-node"}
+
+
+async def test_admission_gated_by_holds_the_appwrapper_until_removed(
+    cluster: FakeCluster,
+) -> None:
+    async with simulated(cluster, kueue={"auto_admit": True}) as sims:
+        await add_local_queue(cluster)
+        aw = appwrapper(vcjob(), gated_by="autowrap.io/adoption")
+        await cluster.create(APPWRAPPERS, aw, namespace=NS)
+        await sims.settle()
+        assert phase(cluster, "train") == "Suspended"
+        gated = condition(sims.kueue.workload(NS, "train"), "AdmissionGated")  # type: ignore[arg-type, union-attr]
+        assert gated is not None
+        assert gated["status"] == "True"
+        with pytest.raises(NotAdmissible, match="gated by autowrap.io/adoption"):
+            await sims.kueue.admit(NS, "train")  # type: ignore[union-attr]
+
+        stored = cluster.store.get(APPWRAPPERS, NS, "train")
+        assert stored is not None
+        del stored["metadata"]["annotations"][GATED_BY]
+        await cluster.update(APPWRAPPERS, stored)
+        await sims.settle()
+        assert phase(cluster, "train") == "Running"
+        cleared = condition(sims.kueue.workload(NS, "train"), "AdmissionGated")  # type: ignore[arg-type, union-attr]
+        assert cleared is not None
+        assert (cleared["status"], cleared["reason"]) == ("False", "AdmissionGateCleared")
+
+
+async def test_auto_admission_waits_for_the_local_queue(cluster: FakeCluster) -> None:
+    async with simulated(cluster) as sims:
+        await cluster.create(APPWRAPPERS, appwrapper(vcjob()), namespace=NS)
+        await sims.settle()
+        assert phase(cluster, "train") == "Suspended"
+        await add_local_queue(cluster)
+        await sims.settle()
+        assert phase(cluster, "train") == "Running"
+
+
+async def test_kueue_ignores_an_appwrapper_without_queue_label(cluster: FakeCluster) -> None:
+    async with simulated(cluster) as sims:
+        await add_local_queue(cluster)
+        await cluster.create(APPWRAPPERS, appwrapper(vcjob(), queue=None), namespace=NS)
+        await sims.settle()
+        assert phase(cluster, "train") == "Suspended"
+        assert sims.kueue.workload(NS, "train") is None  # type: ignore[union-attr]
+
+
+# -- AppWrapper adoption and failure (A1, A5, A7) ------------------------------------------------
+
+
+async def test_existing_job_controlled_by_the_appwrapper_name_is_adopted_untouched(
+    cluster: FakeCluster,
+) -> None:
+    async with simulated(cluster, **manual()) as sims:
+        await add_local_queue(cluster)
+        aw = await cluster.create(APPWRAPPERS, appwrapper(vcjob()), namespace=NS)
+        job = vcjob(gated=True, aw_label="train")
+        job["metadata"]["ownerReferences"] = [
+            {
+                "apiVersion": APPWRAPPERS.api_version,
+                "kind": "AppWrapper",
+                "name": "train",
+                "uid": aw["metadata"]["uid"],
+                "controller": True,
+            }
+        ]
+        created = await cluster.create(VCJOBS, job, namespace=NS)
+        await sims.settle()
+        gated = pods(cluster, **{AW_LABEL: "train"})
+        assert len(gated) == 3
+        for pod in gated.values():
+            assert "nodeName" not in pod["spec"]
+            assert condition(pod, "PodScheduled")["reason"] == "SchedulingGated"  # type: ignore[index]
+
+        await sims.kueue.admit(NS, "train", flavor="gpu")  # type: ignore[union-attr]
+        await sims.settle()
+        assert phase(cluster, "train") == "Running"
+        adopted = cluster.store.get(VCJOBS, NS, "train")
+        assert adopted is not None
+        assert adopted["metadata"]["uid"] == created["metadata"]["uid"]
+        assert adopted["spec"] == created["spec"]  # A2: nothing injected into an adopted object
+        assert all("nodeName" not in p["spec"] for p in pods(cluster).values())
+
+
+async def test_existing_job_without_controller_ref_fails_the_appwrapper(
+    cluster: FakeCluster,
+) -> None:
+    async with simulated(cluster, **manual()) as sims:
+        await cluster.create(VCJOBS, vcjob(gated=True), namespace=NS)
+        await running_aw_admission(cluster, sims)
+        aw = cluster.store.get(APPWRAPPERS, NS, "train")
+        assert aw is not None
+        assert aw["status"]["phase"] == "Failed"
+        unhealthy = condition(aw, "Unhealthy")
+        assert unhealthy is not None
+        assert unhealthy["reason"] == "CreateFailed"
+        assert "train exists, but is not controlled by appwrapper" in unhealthy["message"]
+        # A7: the failed AppWrapper deletes its components by name, even one it never owned.
+        assert cluster.store.get(VCJOBS, NS, "train") is None
+
+
+async def running_aw_admission(cluster: FakeCluster, sims: Simulators) -> None:
+    await add_local_queue(cluster)
+    await cluster.create(APPWRAPPERS, appwrapper(vcjob()), namespace=NS)
+    await sims.settle()
+    await sims.kueue.admit(NS, "train")  # type: ignore[union-attr]
+    await sims.settle()
+
+
+async def test_a_component_deleted_while_running_fails_the_appwrapper(
+    cluster: FakeCluster,
+) -> None:
+    async with simulated(cluster, **manual()) as sims:
+        await running_aw(cluster, sims, vcjob())
+        await cluster.delete(VCJOBS, NS, "train")
+        await sims.settle()
+        aw = cluster.store.get(APPWRAPPERS, NS, "train")
+        assert aw is not None
+        assert aw["status"]["phase"] == "Failed"
+        assert condition(aw, "Unhealthy")["reason"] == "MissingComponent"  # type: ignore[index]
+        assert condition(aw, "ResourcesDeployed")["status"] == "False"  # type: ignore[index]
+
+
+async def test_deleting_the_appwrapper_removes_components_then_itself(
+    cluster: FakeCluster,
+) -> None:
+    async with simulated(cluster, **manual()) as sims:
+        await running_aw(cluster, sims, vcjob())
+        await cluster.delete(APPWRAPPERS, NS, "train")
+        await sims.settle()
+        assert cluster.store.get(APPWRAPPERS, NS, "train") is None
+        assert cluster.store.get(VCJOBS, NS, "train") is None
+        assert pods(cluster) == {}
+
+
+# -- Volcano ------------------------------------------------------------------------------------
+
+
+async def test_volcano_creates_pods_only_once_the_podgroup_is_inqueue(
+    cluster: FakeCluster,
+) -> None:
+    options = {"kueue": False, "appwrapper": False, "volcano": {"auto_enqueue": False}}
+    async with simulated(cluster, **options) as sims:
+        job = await cluster.create(VCJOBS, vcjob(gated=True), namespace=NS)
+        await sims.settle()
+        pg = cluster.store.get(PODGROUPS, NS, podgroup_name(job))
+        assert pg is not None
+        assert pg["spec"]["minMember"] == 3
+        assert pods(cluster) == {}
+
+        await sims.volcano.inqueue(NS, "train")  # type: ignore[union-attr]
+        await sims.settle()
+        created = pods(cluster)
+        assert sorted(created) == ["train-master-0", "train-worker-0", "train-worker-1"]
+        worker = created["train-worker-1"]
+        assert worker["metadata"]["annotations"]["volcano.sh/task-index"] == "1"
+        assert worker["metadata"]["annotations"]["volcano.sh/task-spec"] == "worker"
+        assert worker["metadata"]["annotations"]["volcano.sh/job-name"] == "train"
+        assert worker["metadata"]["labels"]["volcano.sh/job-name"] == "train"
+        assert (worker["spec"]["hostname"], worker["spec"]["subdomain"]) == (
+            "train-worker-1",
+            "train",
+        )
+        assert worker["spec"]["schedulingGates"] == [{"name": GATE}]  # V3: gates copied
+        assert worker["spec"]["schedulerName"] == "volcano"
+        assert controller_of(worker)["uid"] == job["metadata"]["uid"]  # type: ignore[index]
+        assert cluster.store.get(SERVICES, NS, "train")["spec"]["clusterIP"] == "None"  # type: ignore[index]
+        # V4: gated pods keep the job Pending.
+        assert cluster.store.get(VCJOBS, NS, "train")["status"]["state"]["phase"] == "Pending"  # type: ignore[index]
+
+        env = sims.kubelet.env(worker)  # type: ignore[union-attr]
+        assert env["VC_WORKER_HOSTS"] == "train-worker-0.train,train-worker-1.train"
+        assert env["VC_MASTER_NUM"] == "1"
+        assert env["VC_TASK_INDEX"] == "1"
+        assert cluster.store.get(CONFIGMAPS, NS, "train-svc") is not None
+
+
+async def test_volcano_recreates_a_missing_pod(cluster: FakeCluster) -> None:
+    async with simulated(cluster, kueue=False, appwrapper=False) as sims:
+        await cluster.create(VCJOBS, vcjob(), namespace=NS)
+        await sims.settle()
+        before = pods(cluster)["train-worker-0"]
+        await cluster.delete(PODS, NS, "train-worker-0")
+        await sims.settle()
+        after = pods(cluster)["train-worker-0"]
+        assert after["metadata"]["uid"] != before["metadata"]["uid"]
+        assert after["status"]["phase"] == "Running"
+
+
+async def test_volcano_freezes_the_job_spec_except_replicas(cluster: FakeCluster) -> None:
+    async with simulated(cluster, kueue=False, appwrapper=False, kubelet=False) as sims:
+        await cluster.create(VCJOBS, vcjob(), namespace=NS)
+        await sims.settle()
+        job = cluster.store.get(VCJOBS, NS, "train")
+        assert job is not None
+        ungated = copy.deepcopy(job)
+        ungated["spec"]["tasks"][0]["template"]["metadata"]["labels"] = {"x": "y"}
+        with pytest.raises(ApiError) as denied:
+            await cluster.update(VCJOBS, ungated)
+        assert FROZEN_MESSAGE in denied.value.message
+        assert "validatejob.volcano.sh" in denied.value.message
+
+        job["spec"]["tasks"][1]["replicas"] = 3
+        job["spec"]["minAvailable"] = 4
+        await cluster.update(VCJOBS, job)
+        await sims.settle()
+        assert "train-worker-2" in pods(cluster)
+
+
+# -- kubelet -------------------------------------------------------------------------------------
+
+
+def bare_pod(name: str, **spec: Any) -> JsonDict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "x"}},
+        "spec": {"containers": [{"name": "main", "image": "busybox"}], **spec},
+    }
+
+
+async def test_kubelet_leaves_gated_pods_pending_and_runs_them_once_ungated(
+    cluster: FakeCluster,
+) -> None:
+    async with simulated(cluster, kueue=False, appwrapper=False, volcano=False) as sims:
+        await cluster.create(PODS, bare_pod("p", schedulingGates=[{"name": GATE}]), namespace=NS)
+        await sims.settle()
+        pod = cluster.store.get(PODS, NS, "p")
+        assert pod is not None
+        assert pod["status"]["phase"] == "Pending"
+        assert "nodeName" not in pod["spec"]
+        assert condition(pod, "PodScheduled")["reason"] == "SchedulingGated"  # type: ignore[index]
+
+        pod["spec"]["schedulingGates"] = []
+        await cluster.update(PODS, pod)
+        await sims.settle()
+        pod = cluster.store.get(PODS, NS, "p")
+        assert pod is not None
+        assert (pod["spec"]["nodeName"], pod["status"]["phase"]) == ("node-0", "Running")
+
+
+async def test_kubelet_keeps_a_pod_whose_node_selector_matches_no_node(
+    cluster: FakeCluster,
+) -> None:
+    async with simulated(cluster, kueue=False, appwrapper=False, volcano=False) as sims:
+        await cluster.create(PODS, bare_pod("p", nodeSelector={"pool": "tpu"}), namespace=NS)
+        await sims.settle()
+        pod = cluster.store.get(PODS, NS, "p")
+        assert pod is not None
+        assert condition(pod, "PodScheduled")["reason"] == "Unschedulable"  # type: ignore[index]
+
+
+def test_resolved_env_follows_the_kubelet() -> None:
+    ref = {
+        "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['volcano.sh/task-index']"}}
+    }
+    pod = {
+        "metadata": {
+            "name": "train-worker-1",
+            "namespace": NS,
+            "labels": {"rank": "3"},
+            "annotations": {"volcano.sh/task-index": "1"},
+        },
+        "spec": {
+            "nodeName": "gpu-node",
+            "containers": [
+                {
+                    "name": "main",
+                    "env": [
+                        {"name": "INDEX", **ref},
+                        {
+                            "name": "RANK",
+                            "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['rank']"}},
+                        },
+                        {
+                            "name": "MISSING",
+                            "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['nope']"}},
+                        },
+                        {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                        {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                        {"name": "ADDR", "value": "$(POD).train:$(PORT)"},
+                        {"name": "PORT", "value": "29500"},
+                        {"name": "LATER", "value": "$(PORT) $$(PORT) $(UNSET"},
+                        {"name": "INDEX", "value": "override-$(INDEX)"},
+                    ],
+                }
+            ],
+        },
+    }
+    assert resolved_env(pod) == {
+        "INDEX": "override-1",
+        "RANK": "3",
+        "MISSING": "",
+        "POD": "train-worker-1",
+        "NODE": "gpu-node",
+        "ADDR": "train-worker-1.train:$(PORT)",
+        "PORT": "29500",
+        "LATER": "29500 $(PORT) $(UNSET",
+    }
+    with pytest.raises(ValueError, match="needs store"):
+        resolved_env({**pod, "spec": {"containers": [{"name": "c", "env": [
+            {"name": "X", "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "k"}}}]}]}})  # fmt: skip
+
+
+# -- the harness ---------------------------------------------------------------------------------
+
+
+async def test_a_simulator_exception_surfaces_in_settle(cluster: FakeCluster) -> None:
+    async with simulated(cluster, kueue=False, appwrapper=False, volcano=False) as sims:
+
+        async def broken(key: tuple[str, str]) -> None:
+            raise KeyError(f"boom {key}")
+
+        sims.kubelet.reconcile = broken  # type: ignore[method-assign, union-attr]
+        await cluster.create(PODS, bare_pod("p"), namespace=NS)
+        with pytest.raises(SimulatorFailed) as failed:
+            await sims.settle()
+        assert isinstance(failed.value.__cause__, KeyError)
+        sims._failure = None  # handled: let the block exit cleanly
+
+
+async def test_settle_reports_a_simulator_that_never_stops_writing(cluster: FakeCluster) -> None:
+    async with simulated(cluster, kueue=False, appwrapper=False, volcano=False) as sims:
+        kubelet = sims.kubelet
+        assert kubelet is not None
+
+        async def restless(key: tuple[str, str]) -> None:
+            pod = cluster.store.get(PODS, *key)
+            if pod is not None:
+                pod["metadata"].setdefault("labels", {})["tick"] = pod["metadata"][
+                    "resourceVersion"
+                ]
+                await kubelet.update(PODS, pod)
+
+        kubelet.reconcile = restless  # type: ignore[method-assign]
+        await cluster.create(PODS, bare_pod("p"), namespace=NS)
+        with pytest.raises(SettleError, match=r"kubelet: .*update pods team-a/p"):
+            await sims.settle(rounds=5, timeout=0.5)
