@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 from pathlib import Path
@@ -199,15 +200,19 @@ def test_explain_of_a_file_says_what_happens_to_each_document(tmp_path, capsys):
     code, out, _ = _run(capsys, "explain", _write(tmp_path, GOOD, plain), "--policy", POLICIES)
     lines = out.splitlines()
     assert code == 0
-    assert lines[0].startswith("Job default/good: wrap: ")
-    assert lines[2].startswith("Job default/plain: pass: ")
+    assert lines[0] == "Job default/good: wrapped into AppWrapper default/good"
+    assert lines[1].startswith("  policy 'default'")
+    assert lines[2].startswith("Job default/plain: unchanged: no label autowrap.io/wrap=true")
+    assert lines[3].startswith("  policy 'default'")
+    assert len(lines) == 4
 
 
 def test_render_explain_reports_on_stderr(tmp_path, capsys):
     args = ["render", _write(tmp_path, GOOD), "--policy", POLICIES, "--explain"]
     code, out, err = _run(capsys, *args)
     assert code == 0 and out
-    assert err.startswith("explain: Job default/good: wrap: ") and "policy 'default'" in err
+    assert err.splitlines()[0] == "explain: Job default/good: wrapped into AppWrapper default/good"
+    assert err.count("policy 'default'") == 1
 
 
 def test_python_dash_m_webhook_works():
@@ -230,3 +235,236 @@ def test_usage_errors_exit_2(capsys):
     with pytest.raises(SystemExit) as info:
         cli.main(["render"])
     assert info.value.code == 2
+
+
+# --- explain and check tell the same story (issue 13, item 1) --------------------------------
+
+
+def test_explain_of_a_rejected_job_says_rejected_and_exits_1(tmp_path, capsys):
+    code, out, _ = _run(capsys, "explain", _write(tmp_path, BAD), "--policy", POLICIES)
+    lines = out.splitlines()
+    assert code == 1
+    assert lines[0].startswith("Job default/bad: rejected: 1 violation(s)")
+    assert lines[1].startswith("  error: spec.tasks[0].template.spec.containers[0].env[0]: RANK")
+    assert "wrapped" not in out and out.count("policy 'default'") == 1
+
+
+def test_check_explain_never_says_wrapped_for_a_rejected_job(tmp_path, capsys):
+    args = ["check", _write(tmp_path, BAD), "--policy", POLICIES, "--explain"]
+    code, _, err = _run(capsys, *args)
+    assert code == 1 and "wrapped" not in err
+    assert "explain: Job default/bad: rejected: 1 violation(s)" in err
+
+
+# --- namespace labels for render and check (item 2) ------------------------------------------
+
+RESEARCH = ["-n", "lab", "-l", "autowrap.io/tier=research", "--policy", POLICIES]
+
+
+def test_render_takes_namespace_labels_for_label_selected_policies(tmp_path, capsys):
+    code, out, _ = _run(capsys, "render", _write(tmp_path, volcano_job("j").wrap()), *RESEARCH)
+    labels = yaml.safe_load(out)["metadata"]["labels"]
+    assert code == 0 and labels["kueue.x-k8s.io/queue-name"] == "research"
+
+
+def test_check_takes_namespace_labels_and_audits(tmp_path, capsys):
+    code, out, err = _run(capsys, "check", _write(tmp_path, BAD), *RESEARCH)
+    assert code == 0 and "would be wrapped" in out
+    assert err.startswith("warning: Job lab/bad: (audit) spec.tasks[0]")
+
+
+def test_a_label_must_be_key_equals_value(tmp_path, capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.main(["check", _write(tmp_path, GOOD), "-l", "novalue"])
+    assert info.value.code == 2 and "KEY=VALUE" in capsys.readouterr().err
+
+
+# --- which policy set is in use (item 3) -----------------------------------------------------
+
+
+def test_without_any_policy_the_built_in_one_is_named_on_stderr(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AUTOWRAP_POLICY", raising=False)
+    code, out, err = _run(capsys, "check", _write(tmp_path, GOOD))
+    assert code == 0 and out
+    assert err.startswith(
+        "note: no --policy, $AUTOWRAP_POLICY or ./policies here: using the built-in"
+    )
+
+
+def test_an_implicit_policies_directory_is_named_on_stderr(tmp_path, capsys, monkeypatch):
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "only.yaml").write_text(policy("only").yaml())
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AUTOWRAP_POLICY", raising=False)
+    _, _, err = _run(capsys, "check", _write(tmp_path, GOOD))
+    assert err == "note: no --policy given: using ./policies (only)\n"
+
+
+@pytest.mark.parametrize("how", ["flag", "environment"])
+def test_a_policy_the_user_points_at_is_used_silently(tmp_path, capsys, monkeypatch, how):
+    monkeypatch.chdir(tmp_path)
+    args = ["check", _write(tmp_path, GOOD)]
+    if how == "flag":
+        args += ["--policy", POLICIES]
+    else:
+        monkeypatch.setenv("AUTOWRAP_POLICY", POLICIES)
+    code, _, err = _run(capsys, *args)
+    assert code == 0 and err == ""
+
+
+# --- all or nothing on stdout (item 6) -------------------------------------------------------
+
+
+def test_render_prints_nothing_when_any_document_is_rejected(tmp_path, capsys):
+    code, out, err = _run(capsys, "render", _write(tmp_path, GOOD, BAD), "--policy", POLICIES)
+    assert code == 1 and out == ""
+    assert "note: nothing printed: 1 of 2 documents are rejected" in err and "--partial" in err
+
+
+def test_render_partial_prints_the_accepted_documents(tmp_path, capsys):
+    path = _write(tmp_path, GOOD, BAD)
+    code, out, _ = _run(capsys, "render", path, "--partial", "--policy", POLICIES)
+    assert code == 1
+    assert [d["metadata"]["name"] for d in yaml.safe_load_all(out)] == ["good"]
+
+
+# --- the per-pod view (item 7) ---------------------------------------------------------------
+
+
+def test_render_pods_prints_one_row_per_pod_resolved(capsys):
+    example = str(REPO / "examples" / "master-worker.yaml")
+    code, out, _ = _run(capsys, "render", "--pods", example, "--policy", POLICIES)
+    rows = [line.split() for line in out.splitlines()]
+    assert code == 0
+    assert rows[0] == ["Job", "ml/mw-train"]
+    assert rows[1] == list(cli.POD_COLUMNS)
+    master = "mw-train-master-0.mw-train:23456"
+    assert rows[2:] == [
+        ["mw-train-master-0", "master", "0", master, "4", "8", "32", "no"],
+        ["mw-train-worker-0", "worker", "1", master, "4", "8", "32", "no"],
+        ["mw-train-worker-1", "worker", "2", master, "4", "8", "32", "no"],
+        ["mw-train-worker-2", "worker", "3", master, "4", "8", "32", "no"],
+    ]
+
+
+def test_render_pods_shows_helper_tasks_outside_the_world(tmp_path, capsys):
+    job = (
+        volcano_job("j")
+        .queue("q1")
+        .task("worker", replicas=2, gpus=4)
+        .task("ps", replicas=1)
+        .annotate("autowrap.io/exclude-tasks", "ps")
+    )
+    code, out, _ = _run(capsys, "render", "--pods", _write(tmp_path, job), "--policy", POLICIES)
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[2:]}
+    assert code == 0
+    assert rows["j-worker-1"][2:] == ["1", "j-worker-0.j:23456", "2", "4", "8", "no"]
+    assert rows["j-ps-0"][2:] == ["-", "j-worker-0.j:23456", "-", "-", "-", "no"]
+
+
+# --- machine-readable checks (item 9) --------------------------------------------------------
+
+
+def test_check_json_reports_every_document(tmp_path, capsys):
+    warned = GOOD.clone().spec(minSuccess=1)
+    path = _write(tmp_path, warned, BAD)
+    code, out, err = _run(capsys, "check", path, "-o", "json", "--policy", POLICIES)
+    docs = json.loads(out)["documents"]
+    assert code == 1 and err == ""
+    assert [(d["name"], d["result"], d["policy"]) for d in docs] == [
+        ("good", "wrapped", "default"),
+        ("bad", "rejected", "default"),
+    ]
+    assert docs[0]["appwrapper"] == "default/good" and docs[0]["violations"] == []
+    assert [w["path"] for w in docs[0]["warnings"]] == ["spec.minSuccess"]
+    assert docs[1]["violations"][0]["path"] == "spec.tasks[0].template.spec.containers[0].env[0]"
+    assert "RANK is set by autowrap" in docs[1]["violations"][0]["message"]
+
+
+def test_check_json_marks_audited_violations(tmp_path, capsys):
+    code, out, _ = _run(capsys, "check", _write(tmp_path, BAD), "-o", "json", *RESEARCH)
+    (doc,) = json.loads(out)["documents"]
+    assert code == 0 and doc["result"] == "wrapped" and doc["violations"] == []
+    assert doc["warnings"][0]["audit"] is True
+
+
+@pytest.mark.parametrize(
+    ("docs", "expected"),
+    [
+        pytest.param([GOOD], 0, id="clean: 0"),
+        pytest.param([GOOD.clone().spec(minSuccess=1)], 3, id="warnings only: N"),
+        pytest.param([GOOD.clone().spec(minSuccess=1), BAD], 1, id="a rejection: 1"),
+    ],
+)
+def test_warn_exit_code(tmp_path, capsys, docs, expected):
+    path = _write(tmp_path, *docs)
+    for command in ("check", "render"):
+        code, _, _ = _run(capsys, command, path, "--warn-exit-code", "3", "--policy", POLICIES)
+        assert code == expected
+
+
+# --- start-up and usage errors, help, colour (item 11) ---------------------------------------
+
+
+def _subcommands():
+    sub = next(a for a in cli.parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices
+
+
+@pytest.mark.parametrize("command", sorted(_subcommands()))
+def test_every_option_is_documented_with_its_default(command):
+    for action in _subcommands()[command]._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        assert action.help, f"{command} {action.dest} has no help"
+        if action.option_strings and not action.required:
+            assert "default" in action.help, f"{command} {action.option_strings[0]}"
+
+
+def test_a_port_in_use_is_one_line_without_a_traceback(capsys):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code = cli.main(
+            ["serve", "--host", "127.0.0.1", "--port", str(port), "--metrics-port", "0"]
+        )
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert code == 2 and "Traceback" not in err
+    assert len(lines) == 1 and "address already in use" in lines[0] and "--port" in lines[0]
+
+
+def test_an_unusable_certificate_is_one_line(tmp_path, capsys):
+    (tmp_path / "tls.crt").write_text("junk")
+    (tmp_path / "tls.key").write_text("junk")
+    code = cli.main(["serve", "--port", "0", "--metrics-port", "0", "--cert-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert f"error: the serving certificate in {tmp_path} cannot be used" in err
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_errors_are_coloured_on_a_terminal_unless_no_color(monkeypatch):
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    terminal = _Terminal()
+    cli.say(terminal, "error", "x")
+    assert terminal.getvalue() == "\x1b[1;31merror\x1b[0m: x\n"
+    monkeypatch.setenv("NO_COLOR", "1")
+    plain = _Terminal()
+    cli.say(plain, "error", "x")
+    assert plain.getvalue() == "error: x\n"
+
+
+def test_never_colour_when_not_a_terminal(monkeypatch):
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    stream = io.StringIO()
+    cli.say(stream, "warning", "x")
+    assert stream.getvalue() == "warning: x\n"

@@ -1,15 +1,19 @@
-"""The ``autowrap`` command: render, check and explain offline; serve and certs in the cluster.
+"""The ``autowrap`` command: render, check, explain and test offline; serve and certs in the cluster.
 
-``render`` and ``check`` call the same ``engine.admit`` as the admission service, so what they
-print is what the cluster would store. Exit codes: 0 fine, 1 rejected (one line per violation
-on stderr), 2 unreadable input or policy.
+``render``, ``check``, ``explain`` and ``test`` call the same ``engine.admit`` as the admission
+service, once per document, so what they print is what the cluster would do. Exit codes: 0
+fine, 1 rejected (or a policy test failed), 2 unreadable input, policy or test file, or a
+start-up error; ``--warn-exit-code N`` makes warnings exit N where nothing is rejected.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
+import os
+import ssl
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -17,8 +21,9 @@ from typing import Any, TextIO
 import orjson
 import yaml
 
-from webhook import __version__, engine, objects, policyfiles
+from webhook import __version__, engine, objects, podview, policyfiles, policytests
 from webhook.policy import PolicyError, PolicySet
+from webhook.summary import Result, Summary, summarize
 
 EXIT_OK, EXIT_REJECTED, EXIT_UNREADABLE = 0, 1, 2
 
@@ -74,33 +79,145 @@ def _as_json(doc: Any, where: str) -> Any:
         raise InputError(f"{where} is not a Kubernetes object: {exc}") from None
 
 
-def _describe(obj: dict[str, Any], namespace: str) -> str:
-    return f"{obj.get('kind')} {namespace}/{objects.name_of(obj) or '<generated>'}"
+# --- messages: one line each, the level coloured on a terminal ---------------------------------
+
+_COLOURS = {"error": "1;31", "warning": "33", "note": "36", "PASS": "32", "FAIL": "1;31"}
 
 
-def _outcomes(
-    documents: Sequence[Document], policies: PolicySet, namespace: str | None
-) -> Iterator[tuple[Document, str, engine.Outcome]]:
+def colour_enabled(stream: TextIO) -> bool:
+    """Colour only on a terminal, and never with ``NO_COLOR`` set (https://no-color.org)."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def paint(level: str, stream: TextIO) -> str:
+    code = _COLOURS.get(level)
+    return f"\x1b[{code}m{level}\x1b[0m" if code and colour_enabled(stream) else level
+
+
+def say(stream: TextIO, level: str, text: str) -> None:
+    print(f"{paint(level, stream)}: {text}", file=stream)
+
+
+# --- policies ------------------------------------------------------------------------------------
+
+
+def _load_policies(path: str | None, err: TextIO) -> PolicySet:
+    """The policy set for ``--policy`` or ``$AUTOWRAP_POLICY``; anything else the user did not
+    point at (``./policies``, the built-in policy) is named on stderr."""
+    if path:
+        return policyfiles.load(Path(path))
+    configured = os.environ.get(policyfiles.ENV_VAR)
+    if configured:
+        return policyfiles.load(Path(configured))
+    found = policyfiles.default_path()
+    if found is None:
+        say(
+            err,
+            "note",
+            f"no --policy, ${policyfiles.ENV_VAR} or ./{policyfiles.DEFAULT_DIR} here: using "
+            "the built-in policy (every namespace, wrapped on request, no default queue or "
+            "fault-tolerance defaults); pass --policy PATH for your cluster's policies",
+        )
+        return policyfiles.load(None)
+    policies = policyfiles.load(found)
+    listed = ", ".join(p.name for p in policies.policies)
+    say(err, "note", f"no --policy given: using ./{found} ({listed})")
+    return policies
+
+
+# --- one evaluation per document -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    doc: Document
+    namespace: str
+    outcome: engine.Outcome
+    summary: Summary
+
+    @property
+    def label(self) -> str:
+        name = objects.name_of(self.doc.obj) or "<generated>"
+        return f"{self.doc.obj.get('kind')} {self.namespace}/{name}"
+
+
+def _labels(items: Sequence[str]) -> dict[str, str]:
+    return dict(item.split("=", 1) for item in items)
+
+
+def evaluate(
+    documents: Sequence[Document],
+    policies: PolicySet,
+    namespace: str | None,
+    namespace_labels: dict[str, str],
+) -> list[Evaluated]:
+    evaluated = []
     for doc in documents:
         ns = objects.as_map(doc.obj.get("metadata")).get("namespace") or namespace or "default"
-        context = engine.Context(policies=policies, namespace=str(ns))
-        yield doc, str(ns), engine.admit(doc.obj, context)
-
-
-def _report(outcome: engine.Outcome, label: str, err: TextIO, *, explain: bool) -> engine.Verdict:
-    verdict = outcome.verdict()
-    for line in verdict.errors:
-        print(f"error: {label}: {line}", file=err)
-    for line in verdict.warnings:
-        print(f"warning: {label}: {line}", file=err)
-    if explain:
-        policy_reason = outcome.match.reason if outcome.match else "no policy matches"
-        print(
-            f"explain: {label}: {outcome.action.value}: {outcome.reason or policy_reason}", file=err
+        context = engine.Context(
+            policies=policies, namespace=str(ns), namespace_labels=namespace_labels
         )
-        if outcome.match and outcome.reason and outcome.match.reason not in outcome.reason:
-            print(f"explain: {label}: {policy_reason}", file=err)
-    return verdict
+        outcome = engine.admit(doc.obj, context)
+        evaluated.append(Evaluated(doc, str(ns), outcome, summarize(outcome)))
+    return evaluated
+
+
+def _report(ev: Evaluated, err: TextIO, *, explain: bool) -> None:
+    for finding in ev.summary.violations:
+        say(err, "error", f"{ev.label}: {finding.render()}")
+    for finding in ev.summary.warnings:
+        say(err, "warning", f"{ev.label}: {finding.render()}")
+    if explain:
+        print(f"explain: {ev.label}: {ev.summary.reason}", file=err)
+        if ev.summary.policy_reason not in ev.summary.reason:
+            print(f"explain: {ev.label}: {ev.summary.policy_reason}", file=err)
+
+
+def _exit_code(evaluated: Sequence[Evaluated], warn_exit_code: int) -> int:
+    if any(ev.summary.result is Result.REJECTED for ev in evaluated):
+        return EXIT_REJECTED
+    if warn_exit_code and any(ev.summary.warnings for ev in evaluated):
+        return warn_exit_code
+    return EXIT_OK
+
+
+# --- render ----------------------------------------------------------------------------------
+
+
+def _produced(ev: Evaluated) -> list[dict[str, Any]]:
+    """What the cluster would store for one accepted document. (The place for a ``--mode``
+    choice of view: the AppWrapper of redirect mode, or the object and its AppWrapper.)"""
+    return [ev.outcome.result] if ev.outcome.result is not None else []
+
+
+def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
+    documents = read_documents(args.file, stdin)
+    policies = _load_policies(args.policy, err)
+    evaluated = evaluate(documents, policies, args.namespace, _labels(args.namespace_label))
+    for ev in evaluated:
+        _report(ev, err, explain=args.explain)
+    rejected = [ev for ev in evaluated if ev.summary.result is Result.REJECTED]
+    accepted = [ev for ev in evaluated if ev.summary.result is not Result.REJECTED]
+    if rejected and accepted and not args.partial:
+        say(
+            err,
+            "note",
+            f"nothing printed: {len(rejected)} of {len(evaluated)} documents are rejected, and "
+            "applying the rest alone would create half of what the file describes; fix them, "
+            "or pass --partial to print the accepted documents",
+        )
+        accepted = []
+    produced = [obj for ev in accepted for obj in _produced(ev)]
+    if args.pods:
+        _print_pods(produced, args.namespace or "default", out)
+    else:
+        _dump(produced, args.output, out)
+    return _exit_code(evaluated, args.warn_exit_code)
 
 
 def _dump(objs: list[dict[str, Any]], fmt: str, out: TextIO) -> None:
@@ -122,63 +239,156 @@ class _Dumper(yaml.SafeDumper):
         return True
 
 
-def _load_policies(path: str | None) -> PolicySet:
-    return policyfiles.load(Path(path) if path else policyfiles.default_path())
+POD_COLUMNS = ("POD", "TASK", "NODE_RANK", "MASTER", "NNODES", "NPROC", "WORLD_SIZE", "GATED")
 
 
-def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
-    policies = _load_policies(args.policy)
-    documents = read_documents(args.file, stdin)
-    rendered: list[dict[str, Any]] = []
-    code = EXIT_OK
-    for doc, ns, outcome in _outcomes(documents, policies, args.namespace):
-        verdict = _report(outcome, _describe(doc.obj, ns), err, explain=args.explain)
-        if verdict.denied:
-            code = EXIT_REJECTED
-        elif outcome.result is not None:
-            rendered.append(outcome.result)
-    _dump(rendered, args.output, out)
-    return code
+def _print_pods(produced: Sequence[dict[str, Any]], namespace: str, out: TextIO) -> None:
+    """One table per workload: the pods the cluster will run and what each one sees."""
+    by_workload: dict[str, list[podview.PodRow]] = {}
+    for obj in produced:
+        for row in podview.pods(obj, namespace):
+            by_workload.setdefault(row.workload, []).append(row)
+    for n, (workload, rows) in enumerate(by_workload.items()):
+        if n:
+            print(file=out)
+        print(workload, file=out)
+        table = [POD_COLUMNS] + [
+            (
+                r.pod,
+                r.task,
+                r.node_rank,
+                r.master,
+                r.nnodes,
+                r.nproc,
+                r.world_size,
+                f"yes ({', '.join(r.gates)})" if r.gates else "no",
+            )
+            for r in rows
+        ]
+        widths = [max(len(line[i]) for line in table) for i in range(len(POD_COLUMNS))]
+        for line in table:
+            print(
+                "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip(), file=out
+            )
+        for r in rows:
+            for note in r.notes:
+                print(f"  {r.pod}: {note}", file=out)
+
+
+# --- check -----------------------------------------------------------------------------------
 
 
 def cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
-    policies = _load_policies(args.policy)
     documents = read_documents(args.file, stdin)
-    code = EXIT_OK
-    for doc, ns, outcome in _outcomes(documents, policies, args.namespace):
-        label = _describe(doc.obj, ns)
-        verdict = _report(outcome, label, err, explain=args.explain)
-        if verdict.denied:
-            code = EXIT_REJECTED
-            print(f"{label}: rejected ({len(verdict.errors)} violation(s))", file=out)
-        elif outcome.action is engine.Action.WRAP and outcome.result is not None:
-            print(
-                f"{label}: would be wrapped into AppWrapper {ns}/{objects.name_of(outcome.result)}",
-                file=out,
-            )
-        elif outcome.action is engine.Action.COMPLETE:
-            print(f"{label}: valid AppWrapper", file=out)
-        else:
-            print(f"{label}: left unchanged ({outcome.reason})", file=out)
-    return code
+    policies = _load_policies(args.policy, err)
+    evaluated = evaluate(documents, policies, args.namespace, _labels(args.namespace_label))
+    if args.output == "json":
+        report = {"documents": [_check_json(ev) for ev in evaluated]}
+        out.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return _exit_code(evaluated, args.warn_exit_code)
+    for ev in evaluated:
+        _report(ev, err, explain=args.explain)
+        print(f"{ev.label}: {_check_line(ev.summary)}", file=out)
+    return _exit_code(evaluated, args.warn_exit_code)
+
+
+def _check_line(s: Summary) -> str:
+    if s.result is Result.REJECTED:
+        return f"rejected ({len(s.violations)} violation(s))"
+    if s.result is Result.WRAPPED:
+        return f"would be wrapped into AppWrapper {s.appwrapper}"
+    if s.result is Result.COMPLETED:
+        return "valid AppWrapper"
+    return f"left unchanged ({s.reason.removeprefix('unchanged: ')})"
+
+
+def _check_json(ev: Evaluated) -> dict[str, Any]:
+    obj = ev.doc.obj
+    return {
+        "index": ev.doc.index,
+        "apiVersion": obj.get("apiVersion"),
+        "kind": obj.get("kind"),
+        "namespace": ev.namespace,
+        "name": objects.name_of(obj) or None,
+        **ev.summary.as_json(),
+    }
+
+
+# --- explain ---------------------------------------------------------------------------------
 
 
 def cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
-    policies = _load_policies(args.policy)
-    labels = dict(item.split("=", 1) for item in args.namespace_label)
-    if args.file is None:
+    documents = None if args.file is None else read_documents(args.file, stdin)
+    policies = _load_policies(args.policy, err)
+    labels = _labels(args.namespace_label)
+    if documents is None:
         match = policies.match(args.namespace or "default", labels)
         print(
             match.reason if match else "no policy covers this namespace: nothing is wrapped",
             file=out,
         )
         return EXIT_OK
-    for doc, ns, _ in _outcomes(read_documents(args.file, stdin), policies, args.namespace):
-        outcome = engine.admit(doc.obj, engine.Context(policies, ns, labels))
-        print(f"{_describe(doc.obj, ns)}: {outcome.action.value}: {outcome.reason}", file=out)
-        if outcome.match:
-            print(f"  {outcome.match.reason}", file=out)
-    return EXIT_OK
+    evaluated = evaluate(documents, policies, args.namespace, labels)
+    for ev in evaluated:
+        print(f"{ev.label}: {ev.summary.reason}", file=out)
+        for finding in ev.summary.violations:
+            print(f"  {paint('error', out)}: {finding.render()}", file=out)
+        for finding in ev.summary.warnings:
+            print(f"  {paint('warning', out)}: {finding.render()}", file=out)
+        if ev.summary.policy_reason not in ev.summary.reason:
+            print(f"  {ev.summary.policy_reason}", file=out)
+    return _exit_code(evaluated, 0)
+
+
+# --- test ------------------------------------------------------------------------------------
+
+
+def _test_files(path: Path) -> list[Path]:
+    if path.is_dir():
+        found = sorted(path.rglob(policytests.TEST_FILE))
+        if not found:
+            raise InputError(f"{path}: no {policytests.TEST_FILE} under this directory")
+        return found
+    if not path.exists():
+        raise InputError(f"{path}: no such file or directory")
+    return [path]
+
+
+def cmd_test(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
+    passed = failed = 0
+    for test_path in _test_files(Path(args.path)):
+        try:
+            text = test_path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"{test_path}: cannot read: {exc}") from None
+        suite = policytests.parse(text, source=str(test_path))
+        base = test_path.parent
+        policies = policyfiles.load(base / suite.policies)
+        for case in suite.cases:
+            documents = read_documents(str(base / case.manifest), stdin)
+            if len(documents) != len(case.expect):
+                raise InputError(
+                    f"{test_path}: case {case.name!r}: {case.manifest} has {len(documents)} "
+                    f"document(s) but expect lists {len(case.expect)}; give one per document"
+                )
+            evaluated = evaluate(documents, policies, case.namespace, case.namespace_labels)
+            for ev, expected in zip(evaluated, case.expect, strict=True):
+                problems = policytests.compare(expected, ev.doc.obj, ev.summary, ev.outcome.result)
+                where = f"{suite.name} / {case.name} ({ev.label})"
+                if problems:
+                    failed += 1
+                    print(f"{paint('FAIL', out)}  {where}", file=out)
+                    for problem in problems:
+                        print(f"        {problem}", file=out)
+                else:
+                    passed += 1
+                    if args.verbose:
+                        print(f"{paint('PASS', out)}  {where}", file=out)
+    print(f"{passed} passed, {failed} failed", file=out)
+    return EXIT_REJECTED if failed else EXIT_OK
+
+
+# --- in the cluster --------------------------------------------------------------------------
 
 
 def cmd_serve(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
@@ -193,10 +403,45 @@ def cmd_certs(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO)
     return certs.main(args, out)
 
 
+# --- the parser ------------------------------------------------------------------------------
+
+
 def _label(value: str) -> str:
-    if "=" not in value:
-        raise argparse.ArgumentTypeError(f"{value!r} is not key=value")
+    if "=" not in value or not value.split("=", 1)[0]:
+        raise argparse.ArgumentTypeError(f"{value!r} is not KEY=VALUE")
     return value
+
+
+def _exit_status(value: str) -> int:
+    if not value.isdigit() or not 0 <= int(value) <= 255:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an exit status from 0 to 255")
+    return int(value)
+
+
+POLICY_HELP = (
+    f"policy file or directory (default: ${policyfiles.ENV_VAR}, else ./{policyfiles.DEFAULT_DIR}"
+    ", else the built-in opt-in policy; the last two are named on stderr)"
+)
+
+
+def _policy_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--policy", metavar="PATH", help=POLICY_HELP)
+    p.add_argument(
+        "--namespace",
+        "-n",
+        metavar="NS",
+        help="namespace for objects that name none (default: default)",
+    )
+    p.add_argument(
+        "--namespace-label",
+        "-l",
+        action="append",
+        default=[],
+        type=_label,
+        metavar="KEY=VALUE",
+        help="a label of that namespace, for policies that select by label (repeatable; "
+        "default: none besides kubernetes.io/metadata.name)",
+    )
 
 
 def parser() -> argparse.ArgumentParser:
@@ -205,97 +450,187 @@ def parser() -> argparse.ArgumentParser:
         description="Wrap Volcano Jobs and Pods into Kueue-queued AppWrappers.",
     )
     top.add_argument("--version", action="version", version=f"autowrap {__version__}")
-    sub = top.add_subparsers(dest="command", required=True)
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def offline(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.add_argument("file", metavar="FILE|-", help="YAML (multi-document) or - for stdin")
+        _policy_options(p)
         p.add_argument(
-            "--policy",
-            metavar="PATH",
-            help="policy file or directory (default: $AUTOWRAP_POLICY, ./policies, "
-            "or the built-in opt-in policy)",
+            "--explain",
+            action="store_true",
+            help="say on stderr what happened to each document and which policy applied "
+            "(default: off)",
         )
         p.add_argument(
-            "--namespace",
-            "-n",
-            metavar="NS",
-            help="namespace for objects that name none (default: default)",
-        )
-        p.add_argument(
-            "--explain", action="store_true", help="say on stderr which policy applied and why"
+            "--warn-exit-code",
+            type=_exit_status,
+            default=0,
+            metavar="N",
+            help="exit N when there are warnings and nothing is rejected (default: 0)",
         )
         return p
 
-    render = offline("render", "Print what the cluster would store for each document.")
-    render.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+    render = offline(
+        "render",
+        "Print what the cluster would store for each document (nothing when any is rejected).",
+    )
+    render.add_argument(
+        "-o",
+        "--output",
+        choices=("yaml", "json"),
+        default="yaml",
+        help="output format (default: yaml)",
+    )
+    render.add_argument(
+        "--partial",
+        action="store_true",
+        help="print the accepted documents even when others are rejected (default: off: "
+        "print nothing, so that `| kubectl apply -f -` never applies half a file)",
+    )
+    render.add_argument(
+        "--pods",
+        action="store_true",
+        help="instead of YAML, a table of every pod the cluster will run: node rank, "
+        "MASTER_ADDR:PORT, NNODES, processes, WORLD_SIZE, scheduling gates, resolved as "
+        "kubelet does (default: off)",
+    )
     render.set_defaults(handler=cmd_render)
+
     check = offline("check", "Validate only: say what would happen to each document.")
+    check.add_argument(
+        "-o",
+        "--output",
+        choices=("text", "json"),
+        default="text",
+        help="text: one line per document on stdout, findings on stderr; json: one report on "
+        "stdout with every document's result, violations and warnings (default: text)",
+    )
     check.set_defaults(handler=cmd_check)
 
-    explain = sub.add_parser("explain", help="Say which policy applies to a namespace or file.")
-    explain.add_argument("file", nargs="?", metavar="FILE|-")
-    explain.add_argument("--policy", metavar="PATH")
-    explain.add_argument("--namespace", "-n", metavar="NS")
-    explain.add_argument(
-        "--namespace-label",
-        "-l",
-        action="append",
-        default=[],
-        type=_label,
-        metavar="KEY=VALUE",
-        help="a label of the namespace (repeatable)",
+    explain = sub.add_parser(
+        "explain",
+        help="Say which policy applies to a namespace, or what happens to each document.",
+        description="Say which policy applies to a namespace (without FILE), or what happens "
+        "to each document of FILE and why (exit 1 when one is rejected).",
     )
+    explain.add_argument(
+        "file", nargs="?", metavar="FILE|-", help="YAML or - for stdin (default: none)"
+    )
+    _policy_options(explain)
     explain.set_defaults(handler=cmd_explain)
 
-    serve = sub.add_parser("serve", help="Run the admission webhook (HTTPS).")
-    serve.add_argument("--host", default="0.0.0.0")
-    serve.add_argument("--port", type=int, default=9443)
+    test = sub.add_parser(
+        "test",
+        help="Run policy tests: manifests and the outcome each should get.",
+        description="Run every autowrap-test.yaml under PATH (or the file PATH): each names a "
+        "policy set, manifests and the outcome each document should get. Exit 1 when one fails.",
+    )
+    test.add_argument("path", metavar="PATH", help="a directory, or one autowrap-test.yaml")
+    test.add_argument(
+        "--verbose", "-v", action="store_true", help="list passing cases too (default: off)"
+    )
+    test.set_defaults(handler=cmd_test)
+
+    serve = sub.add_parser(
+        "serve",
+        help="Run the admission webhook (HTTPS).",
+        description="Run the admission webhook (HTTPS) and its metrics endpoint (HTTP).",
+    )
+    serve.add_argument("--host", default="0.0.0.0", help="address to listen on (default: 0.0.0.0)")
+    serve.add_argument("--port", type=int, default=9443, help="HTTPS port (default: 9443)")
     serve.add_argument(
         "--cert-dir",
         metavar="DIR",
         help="holds tls.crt and tls.key (default: generate a development pair)",
     )
-    serve.add_argument("--policy", metavar="PATH")
+    serve.add_argument("--policy", metavar="PATH", help=POLICY_HELP.split(";")[0] + ")")
     serve.add_argument(
         "--kubeconfig",
         metavar="PATH",
         help="default: in-cluster config, else the usual kubeconfig resolution",
     )
-    serve.add_argument("--metrics-port", type=int, default=8080)
     serve.add_argument(
-        "--no-controller",
-        action="store_true",
-        help="do not run the adopt-mode controller in this process (default: run it whenever "
-        "the Kubernetes API is reachable; one replica is active at a time through a Lease)",
+        "--metrics-port", type=int, default=8080, help="plain HTTP metrics port (default: 8080)"
     )
     serve.add_argument(
         "--self-managed-certs",
         action="store_true",
         help="keep the serving certificate in a Secret and the webhook "
-        "configurations' caBundle current",
+        "configurations' caBundle current (default: off)",
     )
-    serve.add_argument("--cert-secret", default="autowrap-serving-cert")
-    serve.add_argument("--webhook-configurations", default="autowrap-mutating,autowrap-validating")
+    serve.add_argument(
+        "--cert-secret",
+        default="autowrap-serving-cert",
+        metavar="NAME",
+        help="the Secret for --self-managed-certs (default: autowrap-serving-cert)",
+    )
+    serve.add_argument(
+        "--webhook-configurations",
+        default="autowrap-mutating,autowrap-validating",
+        metavar="A,B",
+        help="the webhook configurations whose caBundle --self-managed-certs keeps current "
+        "(default: autowrap-mutating,autowrap-validating)",
+    )
+    serve.add_argument(
+        "--no-controller",
+        action="store_true",
+        help="do not run the adopt-mode controller in this process (default: run it whenever "
+        "the server has API access)",
+    )
     serve.set_defaults(handler=cmd_serve)
 
-    certs = sub.add_parser("certs", help="Write a CA and a serving certificate.")
-    certs.add_argument("--service", default="autowrap")
-    certs.add_argument("--namespace", default="autowrap-system")
-    certs.add_argument("--out", required=True, metavar="DIR")
+    certs = sub.add_parser(
+        "certs",
+        help="Write a CA and a serving certificate.",
+        description="Write ca.crt, ca.key, tls.crt and tls.key for SERVICE.NAMESPACE.svc into "
+        "DIR and print the base64 caBundle on stdout.",
+    )
+    certs.add_argument(
+        "--service", default="autowrap", metavar="NAME", help="Service name (default: autowrap)"
+    )
+    certs.add_argument(
+        "--namespace",
+        default="autowrap-system",
+        metavar="NS",
+        help="Service namespace (default: autowrap-system)",
+    )
+    certs.add_argument("--out", required=True, metavar="DIR", help="output directory (required)")
     certs.set_defaults(handler=cmd_certs)
     return top
 
 
+def _os_error(exc: OSError, args: argparse.Namespace) -> str:
+    """One line for a start-up failure of the operating system's making."""
+    if exc.errno == errno.EADDRINUSE:
+        return (
+            f"cannot listen: {exc.strerror or exc}; stop whatever uses that port or choose "
+            "another with --port / --metrics-port"
+        )
+    if isinstance(exc, ssl.SSLError):
+        where = f" in {args.cert_dir}" if getattr(args, "cert_dir", None) else ""
+        return (
+            f"the serving certificate{where} cannot be used ({exc.reason or exc}): tls.crt and "
+            "tls.key must be a PEM certificate and its private key; `autowrap certs --out DIR` "
+            "writes a pair"
+        )
+    where = f"{exc.filename}: " if exc.filename else ""
+    return f"{where}{exc.strerror or exc}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    err = sys.stderr
     try:
-        code: int = args.handler(args, sys.stdout, sys.stderr, sys.stdin)
-    except (InputError, PolicyError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        code: int = args.handler(args, sys.stdout, err, sys.stdin)
+    except (InputError, PolicyError, policytests.TestFileError) as exc:
+        say(err, "error", str(exc))
         return EXIT_UNREADABLE
     except BrokenPipeError:
         return EXIT_OK
+    except OSError as exc:  # start-up: a port in use, unreadable certificates, ...
+        say(err, "error", _os_error(exc, args))
+        return EXIT_UNREADABLE
     return code
 
 
