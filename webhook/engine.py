@@ -21,7 +21,7 @@ from webhook.plumbing import topology as topology_plumbing
 from webhook.policy import Enforcement, Match, PolicySet, PolicySpec, WrapMode
 from webhook.rules import annotations as annotation_rules
 from webhook.rules import env as env_rules
-from webhook.rules import fault_tolerance, partitions, podsets, queue, rendezvous
+from webhook.rules import fault_tolerance, partitions, pod_templates, podsets, queue, rendezvous
 from webhook.rules import names as name_rules
 from webhook.rules import topology as topology_rules
 from webhook.workload import KindAdapter, PodGroup
@@ -173,6 +173,7 @@ def workload_findings(obj: Obj, adapter: KindAdapter, policy: PolicySpec) -> lis
     found: list[Violation] = []
     if prepared.plan is not None:
         found += env_rules.check(prepared.plan, extra_reserved=policy.reserved_env)
+    found += pod_templates.check(obj, prepared.groups)
     found += partitions.check(prepared.groups)
     found += rendezvous.check(prepared.groups, prepared.master)
     found += name_rules.check(obj, prepared.groups, adapter)
@@ -372,7 +373,7 @@ def check_appwrapper(appwrapper: Mapping[str, Any], policy: PolicySpec) -> list[
             continue
         found += _check_component(template, as_map(component), path, namespace, policy)
         total_podsets += _podset_count(template, as_map(component))
-    found += podsets.check(total_podsets, path=COMPONENTS)
+    found += podsets.check(total_podsets, path=COMPONENTS, at_least_one=True)
     return found
 
 
@@ -398,9 +399,9 @@ def _check_component(
         )
     adapter = kinds.find(template.get("apiVersion"), template.get("kind"))
     if adapter is None:
-        return found
+        return found + pod_templates.check_podsets(template, component.get("podSets"), path)
     found += [v.under(template_path) for v in workload_findings(dict(template), adapter, policy)]
-    groups = {g.podset_path: g for g in adapter.pod_groups(template) if g.podset_path}
+    groups = {podsets.appwrapper_path(g.template_path): g for g in adapter.pod_groups(template)}
     for j, podset in enumerate(as_list(component.get("podSets"))):
         podset_path = path.child("podSets").index(j)
         declared = as_map(podset).get("path")
@@ -430,4 +431,4 @@ def _podset_count(template: Mapping[str, Any], component: Mapping[str, Any]) -> 
     declared = len(as_list(component.get("podSets")))
     adapter = kinds.find(template.get("apiVersion"), template.get("kind"))
     inferred = len(adapter.pod_groups(template)) if adapter is not None else 0
-    return max(declared, inferred)
+    return max(declared, inferred, len(podsets.inferred(template)))

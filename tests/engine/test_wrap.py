@@ -358,7 +358,8 @@ RICH = _server_set(
         nodeSelector={"nvidia.com/gpu.product": "H100"},
         tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
         volumes=[{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}}],
-        futureField={"x": [1, 2]},
+        # (an unknown pod field is refused now, as AppWrapper refuses it: tests/rules/test_pod_schema.py)
+        dnsConfig={"options": [{"name": "ndots", "value": "2"}], "searches": ["a.b", "c.d"]},
     )
     .container_field("worker", "volumeMounts", [{"name": "dshm", "mountPath": "/dev/shm"}])
     .spec(

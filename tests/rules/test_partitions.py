@@ -27,7 +27,8 @@ def _job(replicas, min_available=None, **partition):
         ),
         pytest.param(
             _job(0, totalPartitions=0, partitionSize=2),
-            [(f"{PP}.totalPartitions", "error")],
+            # replicas 0 = 0 x 2; a job without pods is worth a warning of its own
+            [(f"{PP}.totalPartitions", "error"), ("spec.tasks", "warning")],
             id="totalPartitions 0",
         ),
         pytest.param(

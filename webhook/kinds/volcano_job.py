@@ -14,6 +14,7 @@ from typing import Any
 
 from webhook import dnsnames, names, objects
 from webhook.fields import METADATA, SPEC, FieldPath, Violation, error, warning
+from webhook.kinds import volcano_rules
 from webhook.objects import Obj, as_list, as_map, int_or_none
 from webhook.workload import Dns, Partition, PodGroup, TopologySlot
 
@@ -114,8 +115,12 @@ class VolcanoJobKind:
         found += self._check_tasks(obj, tasks)
         groups = self.pod_groups(obj)
         total = sum(g.replicas for g in groups)
+        # A negative count is reported where it is (volcano_rules.check_bounds), never as a
+        # job minAvailable above a total it made up (Volcano's own test replica-lessThanZero).
+        negative = any((int_or_none(as_map(t).get("replicas")) or 0) < 0 for t in tasks)
+        found += _check_replicas_set(tasks, total, negative)
         job_min = int_or_none(spec.get("minAvailable"))
-        if job_min is not None and job_min > total:
+        if job_min is not None and job_min > total and not negative:
             found.append(
                 error(
                     SPEC.child("minAvailable"),
@@ -125,6 +130,7 @@ class VolcanoJobKind:
             )
         found += self._check_lifecycle(spec)
         found += self._check_plugins(spec)
+        found += volcano_rules.check(spec, [g.name for g in groups])
         return found
 
     def _check_tasks(self, obj: Mapping[str, Any], tasks: list[Any]) -> list[Violation]:
@@ -154,7 +160,7 @@ class VolcanoJobKind:
                 seen.setdefault(name, i)
             replicas = int_or_none(task.get("replicas")) or 0
             minimum = int_or_none(task.get("minAvailable"))
-            if minimum is not None and minimum > replicas:
+            if minimum is not None and minimum > replicas >= 0:
                 found.append(
                     error(
                         path.child("minAvailable"),
@@ -223,6 +229,33 @@ class VolcanoJobKind:
                 )
             )
         return found
+
+
+def _check_replicas_set(tasks: list[Any], total: int, negative: bool) -> list[Violation]:
+    """A task without ``replicas`` creates no pods: Volcano's TaskSpec.Replicas is a plain
+    int32 with no default (staging/src/volcano.sh/apis/pkg/apis/batch/v1alpha1/job.go:246-249),
+    and its mutating webhook fills none. autowrap plans the same zero, and says so."""
+    if not tasks or negative:
+        return []
+    if total == 0:
+        return [
+            warning(
+                TASKS,
+                "no task has replicas ≥ 1, so the job creates no pods (Volcano's default replicas "
+                "is 0) and NNODES is 0; set replicas on the tasks",
+            )
+        ]
+    found: list[Violation] = []
+    for i, task in enumerate(tasks):
+        if as_map(task).get("replicas") is None:
+            found.append(
+                warning(
+                    TASKS.index(i).child("replicas"),
+                    "not set, so Volcano creates no pods for this task (replicas defaults to 0) "
+                    "and autowrap counts none in NNODES; set replicas, or remove the task",
+                )
+            )
+    return found
 
 
 def _complete_job_warning(path: FieldPath) -> Violation:
