@@ -19,6 +19,7 @@ from webhook.objects import Obj, as_list, as_map, int_or_none
 from webhook.plumbing import env as env_plumbing
 from webhook.plumbing import topology as topology_plumbing
 from webhook.policy import Enforcement, Match, PolicySet, PolicySpec, WrapMode
+from webhook.rules import accelerators as accelerator_rules
 from webhook.rules import annotations as annotation_rules
 from webhook.rules import env as env_rules
 from webhook.rules import fault_tolerance, partitions, pod_templates, podsets, queue, rendezvous
@@ -173,6 +174,7 @@ def workload_findings(obj: Obj, adapter: KindAdapter, policy: PolicySpec) -> lis
     found: list[Violation] = []
     if prepared.plan is not None:
         found += env_rules.check(prepared.plan, extra_reserved=policy.reserved_env)
+        found += accelerator_rules.check(prepared.plan)
     found += pod_templates.check(obj, prepared.groups)
     found += partitions.check(prepared.groups)
     found += rendezvous.check(prepared.groups, prepared.master)

@@ -21,13 +21,21 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from webhook import durations
 
+# Matched case-insensitively, earliest pattern first; a glob never matches a share of a
+# device (``*-memory``, ``*cores``; see plumbing/env.py), a name spelled out always counts.
 DEFAULT_ACCELERATORS = (
     "nvidia.com/gpu",
+    "nvidia.com/mig-*",
     "amd.com/gpu",
     "huawei.com/Ascend*",
     "habana.ai/gaudi",
     "intel.com/gpu",
+    "gpu.intel.com/i915",
+    "gpu.intel.com/xe",
     "aws.amazon.com/neuroncore",
+    "volcano.sh/vgpu-number",
+    "*gpu*",
+    "*npu*",
 )
 
 FAULT_TOLERANCE_DURATIONS = (

@@ -57,24 +57,74 @@ class Plan:
 def accelerator_count(template: Mapping[str, Any], accelerators: Iterable[str]) -> int:
     """Accelerators the pod asks for: the first resource name that matches the policy's list,
     summed over the containers' limits (requests where a container sets no limit)."""
-    is_accelerator = _matcher(tuple(accelerators))
+    choose = _chooser(tuple(accelerators))
     total = 0
     for container in as_list(as_map(template.get("spec")).get("containers")):
-        resources = as_map(as_map(container).get("resources"))
-        amounts = as_map(resources.get("limits")) or as_map(resources.get("requests"))
-        for resource, amount in amounts.items():
-            if is_accelerator(str(resource)):
-                total += _whole(amount)
-                break
+        chosen = choose(_amounts(container))
+        if chosen is not None:
+            total += _whole(chosen[1])
     return total
 
 
+def _amounts(container: object) -> Mapping[str, Any]:
+    resources = as_map(as_map(container).get("resources"))
+    return as_map(resources.get("limits")) or as_map(resources.get("requests"))
+
+
+# Names that give a share of a device (memory, cores, a percentage, tiles), not a number of
+# devices: HAMi's ``huawei.com/Ascend910B-memory``, Volcano's ``volcano.sh/vgpu-memory`` and
+# ``vgpu-cores``, Intel's ``gpu.intel.com/millicores``. A glob never counts them; a name the
+# policy spells out exactly (``aws.amazon.com/neuroncore``) always counts.
+_SHARE = re.compile(r"mem|core|percent|ratio|tile", re.IGNORECASE)
+# An extended resource that looks like an accelerator whatever the policy counts.
+_ACCELERATOR_LIKE = re.compile(r"gpu|npu|ascend|gaudi|neuron|mig-", re.IGNORECASE)
+
+
 @functools.lru_cache(maxsize=64)
-def _matcher(patterns: tuple[str, ...]) -> Callable[[str], object]:
-    """One compiled test for a policy's accelerator patterns (shell-style, case-sensitive)."""
-    if not patterns:
-        return lambda resource: False
-    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns)).match
+def _chooser(
+    patterns: tuple[str, ...],
+) -> Callable[[Mapping[str, Any]], tuple[str, Any] | None]:
+    """The counted accelerator of one container's resources: the resource matched by the
+    earliest of the policy's patterns (shell-style, case-insensitive, as Arena's samples
+    spell ``huawei.com/ascend-1980``), and its amount."""
+    compiled = [
+        (re.compile(fnmatch.translate(p), re.IGNORECASE).match, any(c in p for c in "*?["))
+        for p in patterns
+    ]
+
+    def choose(amounts: Mapping[str, Any]) -> tuple[str, Any] | None:
+        best: tuple[int, str, Any] | None = None
+        for resource, amount in amounts.items():
+            name = str(resource)
+            for rank, (match, is_glob) in enumerate(compiled):
+                if best is not None and rank >= best[0]:
+                    break
+                if match(name) and not (is_glob and _SHARE.search(name)):
+                    best = (rank, name, amount)
+                    break
+        return None if best is None else (best[1], best[2])
+
+    return choose
+
+
+def uncounted_accelerators(
+    template: Mapping[str, Any], accelerators: Iterable[str]
+) -> list[tuple[int, str]]:
+    """(container index, resource) of every container that asks for something that looks
+    like an accelerator (a name with gpu, npu, ... in it) while the policy counts none of
+    what it asks for: its processes per pod cannot be inferred."""
+    choose = _chooser(tuple(accelerators))
+    found: list[tuple[int, str]] = []
+    for ci, container in enumerate(as_list(as_map(template.get("spec")).get("containers"))):
+        amounts = _amounts(container)
+        if not amounts or choose(amounts) is not None:
+            continue
+        for resource in amounts:
+            name = str(resource)
+            if "/" in name and _ACCELERATOR_LIKE.search(name):
+                found.append((ci, name))
+                break
+    return found
 
 
 def _whole(amount: object) -> int:
@@ -92,15 +142,12 @@ def nproc_source(
     if override is not None:
         return f"the annotation {names.NPROC_ANNOTATION}"
     accelerators = tuple(accelerators)
-    is_accelerator = _matcher(accelerators)
+    choose = _chooser(accelerators)
     found: dict[str, int] = {}
     for container in as_list(as_map(template.get("spec")).get("containers")):
-        resources = as_map(as_map(container).get("resources"))
-        amounts = as_map(resources.get("limits")) or as_map(resources.get("requests"))
-        for resource, amount in amounts.items():
-            if is_accelerator(str(resource)):
-                found[str(resource)] = found.get(str(resource), 0) + _whole(amount)
-                break
+        chosen = choose(_amounts(container))
+        if chosen is not None:
+            found[chosen[0]] = found.get(chosen[0], 0) + _whole(chosen[1])
     if found:
         counted = ", ".join(f"{r}: {n}" for r, n in found.items())
         return f"the accelerators counted in the containers' resources ({counted})"
