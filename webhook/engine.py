@@ -24,6 +24,7 @@ from webhook.rules import annotations as annotation_rules
 from webhook.rules import env as env_rules
 from webhook.rules import fault_tolerance, partitions, pod_templates, podsets, queue, rendezvous
 from webhook.rules import names as name_rules
+from webhook.rules import size as size_rules
 from webhook.rules import topology as topology_rules
 from webhook.workload import KindAdapter, PodGroup
 
@@ -281,6 +282,8 @@ def wrap(
         origin=origin,
     )
     completed = complete(appwrapper, policy)
+    if check:
+        findings += size_rules.check(completed, what="the AppWrapper")
     return Outcome(Action.WRAP, completed, tuple(findings), match, f"wrapped: {match.reason}")
 
 
@@ -353,7 +356,7 @@ def _complete_submitted(appwrapper: Obj, match: Match, *, check: bool) -> Outcom
 
 
 def check_appwrapper(appwrapper: Mapping[str, Any], policy: PolicySpec) -> list[Violation]:
-    found: list[Violation] = []
+    found: list[Violation] = size_rules.check(appwrapper, what="the AppWrapper")
     found += queue.check(
         objects.labels_of(appwrapper).get(names.QUEUE_LABEL),
         policy.queue,
