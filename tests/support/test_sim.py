@@ -21,6 +21,7 @@ from tests.support.cluster.resources import (
     PODS,
     SERVICES,
     VCJOBS,
+    Resource,
 )
 from tests.support.cluster.store import ApiError
 from tests.support.sim import (
@@ -131,6 +132,18 @@ def phase(cluster: FakeCluster, name: str) -> str | None:
     return aw and (aw.get("status") or {}).get("phase")
 
 
+def stored(cluster: FakeCluster, res: Resource, name: str) -> JsonDict:
+    obj = cluster.store.get(res, NS, name)
+    assert obj is not None, f"{res.plural} {NS}/{name} not found"
+    return obj
+
+
+def cond(obj: JsonDict | None, kind: str) -> JsonDict:
+    found = condition(obj or {}, kind)
+    assert found is not None, f"no {kind} condition in {obj and obj.get('status')}"
+    return found
+
+
 def pods(cluster: FakeCluster, **labels: str) -> dict[str, JsonDict]:
     return {p["metadata"]["name"]: p for p in cluster.store.list(PODS, NS, labels=labels)}
 
@@ -147,7 +160,6 @@ async def running_aw(cluster: FakeCluster, sims: Simulators, job: JsonDict) -> J
     await add_local_queue(cluster)
     await cluster.create(APPWRAPPERS, appwrapper(job), namespace=NS)
     await sims.settle()
-    assert sims.kueue is not None
     await sims.kueue.admit(NS, job["metadata"]["name"], flavor="gpu")
     await sims.settle()
     assert phase(cluster, job["metadata"]["name"]) == "Running"
@@ -168,21 +180,21 @@ async def test_admitted_appwrapper_deploys_its_vcjob_with_the_podset_infos(
         await sims.settle()
         assert phase(cluster, "train") == "Suspended"
         assert cluster.store.get(VCJOBS, NS, "train") is None
-        workload = sims.kueue.workload(NS, "train")  # type: ignore[union-attr]
+        workload = sims.kueue.workload(NS, "train")
         assert workload is not None
         assert [(p["name"], p["count"]) for p in workload["spec"]["podSets"]] == [
             ("train-0", 1),
             ("train-1", 2),
         ]
 
-        await sims.kueue.admit(NS, "train", flavor="gpu")  # type: ignore[union-attr]
+        await sims.kueue.admit(NS, "train", flavor="gpu")
         await sims.settle()
 
         aw = cluster.store.get(APPWRAPPERS, NS, "train")
         assert aw is not None
         assert aw["status"]["phase"] == "Running"
         assert FINALIZER in aw["metadata"]["finalizers"]
-        assert condition(aw, "ResourcesDeployed")["status"] == "True"  # type: ignore[index]
+        assert cond(aw, "ResourcesDeployed")["status"] == "True"
         infos = aw["spec"]["components"][0]["podSetInfos"]
         assert infos[1] == {
             "labels": {PODSET_LABEL: "train-1"},
@@ -207,16 +219,16 @@ async def test_admitted_appwrapper_deploys_its_vcjob_with_the_podset_infos(
         assert sorted(running) == ["train-master-0", "train-worker-0", "train-worker-1"]
         assert {p["spec"]["nodeName"] for p in running.values()} == {"gpu-node"}
         assert {p["status"]["phase"] for p in running.values()} == {"Running"}
-        assert cluster.store.get(VCJOBS, NS, "train")["status"]["state"]["phase"] == "Running"  # type: ignore[index]
+        assert stored(cluster, VCJOBS, "train")["status"]["state"]["phase"] == "Running"
 
-        await sims.kubelet.finish_all(NS, labels={AW_LABEL: "train"})  # type: ignore[union-attr]
+        await sims.kubelet.finish_all(NS, labels={AW_LABEL: "train"})
         await sims.settle()
         assert phase(cluster, "train") == "Succeeded"
-        assert cluster.store.get(VCJOBS, NS, "train")["status"]["state"]["phase"] == "Completed"  # type: ignore[index]
-        assert condition(sims.kueue.workload(NS, "train"), "Finished")["status"] == "True"  # type: ignore[arg-type, index, union-attr]
+        assert stored(cluster, VCJOBS, "train")["status"]["state"]["phase"] == "Completed"
+        assert cond(sims.kueue.workload(NS, "train"), "Finished")["status"] == "True"
         assert cluster.store.get(VCJOBS, NS, "train") is not None  # kept until the success TTL
 
-        await sims.appwrapper.expire_success_ttl(NS, "train")  # type: ignore[union-attr]
+        await sims.appwrapper.expire_success_ttl(NS, "train")
         await sims.settle()
         assert cluster.store.get(VCJOBS, NS, "train") is None
         assert pods(cluster) == {}
@@ -225,7 +237,7 @@ async def test_admitted_appwrapper_deploys_its_vcjob_with_the_podset_infos(
 async def test_preemption_deletes_the_components_then_suspends(cluster: FakeCluster) -> None:
     async with simulated(cluster, **manual()) as sims:
         first = await running_aw(cluster, sims, vcjob())
-        await sims.kueue.preempt(NS, "train")  # type: ignore[union-attr]
+        await sims.kueue.preempt(NS, "train")
         await sims.settle()
 
         aw = cluster.store.get(APPWRAPPERS, NS, "train")
@@ -233,16 +245,40 @@ async def test_preemption_deletes_the_components_then_suspends(cluster: FakeClus
         assert aw["status"]["phase"] == "Suspended"
         assert aw["spec"]["suspend"] is True
         assert "podSetInfos" not in aw["spec"]["components"][0]
-        assert condition(aw, "QuotaReserved")["status"] == "False"  # type: ignore[index]
+        assert cond(aw, "QuotaReserved")["status"] == "False"
         assert cluster.store.get(VCJOBS, NS, "train") is None
         assert pods(cluster) == {}
 
-        await sims.kueue.admit(NS, "train", flavor="cpu")  # type: ignore[union-attr]
+        await sims.kueue.admit(NS, "train", flavor="cpu")
         await sims.settle()
         again = cluster.store.get(VCJOBS, NS, "train")
         assert again is not None
         assert again["metadata"]["uid"] != first["metadata"]["uid"]
         assert {p["spec"]["nodeName"] for p in pods(cluster).values()} == {"cpu-node"}
+
+
+async def test_suspending_waits_until_no_labelled_pod_remains(cluster: FakeCluster) -> None:
+    async with simulated(cluster, **manual()) as sims:
+        await running_aw(cluster, sims, vcjob())
+        straggler = bare_pod("straggler")
+        straggler["metadata"]["labels"] = {AW_LABEL: "train"}
+        straggler["metadata"]["finalizers"] = ["test.io/hold"]
+        await cluster.create(PODS, straggler, namespace=NS)
+        await sims.kueue.preempt(NS, "train")
+        await sims.settle()
+        assert cluster.store.get(VCJOBS, NS, "train") is None
+        assert phase(cluster, "train") == "Suspending"  # the straggler still runs
+
+        await cluster.delete(PODS, NS, "straggler")
+        await sims.settle()
+        assert phase(cluster, "train") == "Suspending"  # terminating, held by its finalizer
+
+        held = cluster.store.get(PODS, NS, "straggler")
+        assert held is not None
+        held["metadata"]["finalizers"] = []
+        await cluster.update(PODS, held)
+        await sims.settle()
+        assert phase(cluster, "train") == "Suspended"
 
 
 async def test_admission_gated_by_holds_the_appwrapper_until_removed(
@@ -254,11 +290,11 @@ async def test_admission_gated_by_holds_the_appwrapper_until_removed(
         await cluster.create(APPWRAPPERS, aw, namespace=NS)
         await sims.settle()
         assert phase(cluster, "train") == "Suspended"
-        gated = condition(sims.kueue.workload(NS, "train"), "AdmissionGated")  # type: ignore[arg-type, union-attr]
+        gated = condition(sims.kueue.workload(NS, "train"), "AdmissionGated")
         assert gated is not None
         assert gated["status"] == "True"
         with pytest.raises(NotAdmissible, match="gated by autowrap.io/adoption"):
-            await sims.kueue.admit(NS, "train")  # type: ignore[union-attr]
+            await sims.kueue.admit(NS, "train")
 
         stored = cluster.store.get(APPWRAPPERS, NS, "train")
         assert stored is not None
@@ -266,7 +302,7 @@ async def test_admission_gated_by_holds_the_appwrapper_until_removed(
         await cluster.update(APPWRAPPERS, stored)
         await sims.settle()
         assert phase(cluster, "train") == "Running"
-        cleared = condition(sims.kueue.workload(NS, "train"), "AdmissionGated")  # type: ignore[arg-type, union-attr]
+        cleared = condition(sims.kueue.workload(NS, "train"), "AdmissionGated")
         assert cleared is not None
         assert (cleared["status"], cleared["reason"]) == ("False", "AdmissionGateCleared")
 
@@ -287,7 +323,50 @@ async def test_kueue_ignores_an_appwrapper_without_queue_label(cluster: FakeClus
         await cluster.create(APPWRAPPERS, appwrapper(vcjob(), queue=None), namespace=NS)
         await sims.settle()
         assert phase(cluster, "train") == "Suspended"
-        assert sims.kueue.workload(NS, "train") is None  # type: ignore[union-attr]
+        assert sims.kueue.workload(NS, "train") is None
+
+
+async def test_controllers_write_as_their_service_accounts_through_admission(
+    cluster: FakeCluster,
+) -> None:
+    creators: dict[str, set[str]] = {}
+
+    def record(request: JsonDict) -> None:
+        if request["operation"] == "CREATE":
+            kind = request["kind"]["kind"]
+            creators.setdefault(kind, set()).add(request["userInfo"]["username"])
+
+    cluster.add_validating_webhook("recorder", record)
+    async with simulated(cluster, **manual()) as sims:
+        await running_aw(cluster, sims, vcjob())
+    sa = "system:serviceaccount:"
+    assert creators["Job"] == {sa + "appwrapper-system:appwrapper-controller-manager"}
+    assert creators["Pod"] == {sa + "volcano-system:volcano-controllers"}
+    assert creators["PodGroup"] == {sa + "volcano-system:volcano-controllers"}
+    assert creators["Workload"] == {sa + "kueue-system:kueue-controller-manager"}
+
+
+async def test_a_denied_component_create_is_retried_until_admission_allows_it(
+    cluster: FakeCluster,
+) -> None:
+    denying = True
+
+    def deny_vcjobs(request: JsonDict) -> str | None:
+        creating_job = request["operation"] == "CREATE" and request["kind"]["kind"] == "Job"
+        return "queue closed" if denying and creating_job else None
+
+    cluster.add_validating_webhook("closed-queue", deny_vcjobs)
+    async with simulated(cluster, **manual()) as sims:
+        await running_aw_admission(cluster, sims)
+        aw = cluster.store.get(APPWRAPPERS, NS, "train")
+        assert aw is not None
+        assert aw["status"]["phase"] == "Resuming"  # A3: not fatal, retried
+        assert "queue closed" in cond(aw, "Unhealthy")["message"]
+        assert any("queue closed" in r for r in sims.appwrapper.rejections)
+
+        denying = False
+        await sims.settle()
+        assert phase(cluster, "train") == "Running"
 
 
 # -- AppWrapper adoption and failure (A1, A5, A7) ------------------------------------------------
@@ -315,9 +394,9 @@ async def test_existing_job_controlled_by_the_appwrapper_name_is_adopted_untouch
         assert len(gated) == 3
         for pod in gated.values():
             assert "nodeName" not in pod["spec"]
-            assert condition(pod, "PodScheduled")["reason"] == "SchedulingGated"  # type: ignore[index]
+            assert cond(pod, "PodScheduled")["reason"] == "SchedulingGated"
 
-        await sims.kueue.admit(NS, "train", flavor="gpu")  # type: ignore[union-attr]
+        await sims.kueue.admit(NS, "train", flavor="gpu")
         await sims.settle()
         assert phase(cluster, "train") == "Running"
         adopted = cluster.store.get(VCJOBS, NS, "train")
@@ -348,7 +427,7 @@ async def running_aw_admission(cluster: FakeCluster, sims: Simulators) -> None:
     await add_local_queue(cluster)
     await cluster.create(APPWRAPPERS, appwrapper(vcjob()), namespace=NS)
     await sims.settle()
-    await sims.kueue.admit(NS, "train")  # type: ignore[union-attr]
+    await sims.kueue.admit(NS, "train")
     await sims.settle()
 
 
@@ -362,8 +441,8 @@ async def test_a_component_deleted_while_running_fails_the_appwrapper(
         aw = cluster.store.get(APPWRAPPERS, NS, "train")
         assert aw is not None
         assert aw["status"]["phase"] == "Failed"
-        assert condition(aw, "Unhealthy")["reason"] == "MissingComponent"  # type: ignore[index]
-        assert condition(aw, "ResourcesDeployed")["status"] == "False"  # type: ignore[index]
+        assert cond(aw, "Unhealthy")["reason"] == "MissingComponent"
+        assert cond(aw, "ResourcesDeployed")["status"] == "False"
 
 
 async def test_deleting_the_appwrapper_removes_components_then_itself(
@@ -393,7 +472,7 @@ async def test_volcano_creates_pods_only_once_the_podgroup_is_inqueue(
         assert pg["spec"]["minMember"] == 3
         assert pods(cluster) == {}
 
-        await sims.volcano.inqueue(NS, "train")  # type: ignore[union-attr]
+        await sims.volcano.inqueue(NS, "train")
         await sims.settle()
         created = pods(cluster)
         assert sorted(created) == ["train-master-0", "train-worker-0", "train-worker-1"]
@@ -408,12 +487,12 @@ async def test_volcano_creates_pods_only_once_the_podgroup_is_inqueue(
         )
         assert worker["spec"]["schedulingGates"] == [{"name": GATE}]  # V3: gates copied
         assert worker["spec"]["schedulerName"] == "volcano"
-        assert controller_of(worker)["uid"] == job["metadata"]["uid"]  # type: ignore[index]
-        assert cluster.store.get(SERVICES, NS, "train")["spec"]["clusterIP"] == "None"  # type: ignore[index]
+        assert (controller_of(worker) or {}).get("uid") == job["metadata"]["uid"]
+        assert stored(cluster, SERVICES, "train")["spec"]["clusterIP"] == "None"
         # V4: gated pods keep the job Pending.
-        assert cluster.store.get(VCJOBS, NS, "train")["status"]["state"]["phase"] == "Pending"  # type: ignore[index]
+        assert stored(cluster, VCJOBS, "train")["status"]["state"]["phase"] == "Pending"
 
-        env = sims.kubelet.env(worker)  # type: ignore[union-attr]
+        env = sims.kubelet.env(worker)
         assert env["VC_WORKER_HOSTS"] == "train-worker-0.train,train-worker-1.train"
         assert env["VC_MASTER_NUM"] == "1"
         assert env["VC_TASK_INDEX"] == "1"
@@ -474,7 +553,7 @@ async def test_kubelet_leaves_gated_pods_pending_and_runs_them_once_ungated(
         assert pod is not None
         assert pod["status"]["phase"] == "Pending"
         assert "nodeName" not in pod["spec"]
-        assert condition(pod, "PodScheduled")["reason"] == "SchedulingGated"  # type: ignore[index]
+        assert cond(pod, "PodScheduled")["reason"] == "SchedulingGated"
 
         pod["spec"]["schedulingGates"] = []
         await cluster.update(PODS, pod)
@@ -492,7 +571,7 @@ async def test_kubelet_keeps_a_pod_whose_node_selector_matches_no_node(
         await sims.settle()
         pod = cluster.store.get(PODS, NS, "p")
         assert pod is not None
-        assert condition(pod, "PodScheduled")["reason"] == "Unschedulable"  # type: ignore[index]
+        assert cond(pod, "PodScheduled")["reason"] == "Unschedulable"
 
 
 def test_resolved_env_follows_the_kubelet() -> None:
@@ -556,7 +635,7 @@ async def test_a_simulator_exception_surfaces_in_settle(cluster: FakeCluster) ->
         async def broken(key: tuple[str, str]) -> None:
             raise KeyError(f"boom {key}")
 
-        sims.kubelet.reconcile = broken  # type: ignore[method-assign, union-attr]
+        sims.kubelet.reconcile = broken  # type: ignore[method-assign]
         await cluster.create(PODS, bare_pod("p"), namespace=NS)
         with pytest.raises(SimulatorFailed) as failed:
             await sims.settle()
@@ -567,7 +646,6 @@ async def test_a_simulator_exception_surfaces_in_settle(cluster: FakeCluster) ->
 async def test_settle_reports_a_simulator_that_never_stops_writing(cluster: FakeCluster) -> None:
     async with simulated(cluster, kueue=False, appwrapper=False, volcano=False) as sims:
         kubelet = sims.kubelet
-        assert kubelet is not None
 
         async def restless(key: tuple[str, str]) -> None:
             pod = cluster.store.get(PODS, *key)

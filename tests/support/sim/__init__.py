@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from tests.support.cluster.cluster import FakeCluster
 from tests.support.sim.appwrapper import AppWrapperController
@@ -45,6 +45,7 @@ __all__ = [
 ]
 
 Options = bool | Mapping[str, Any]
+S = TypeVar("S", bound=Simulator)
 
 
 class SettleError(AssertionError):
@@ -57,20 +58,34 @@ class SimulatorFailed(RuntimeError):
 
 @dataclass
 class Simulators:
-    """The running simulators (``None`` where switched off) and :meth:`settle`."""
+    """The running simulators and :meth:`settle`. Reading a switched-off one raises."""
 
     cluster: FakeCluster
-    kueue: Kueue | None = None
-    appwrapper: AppWrapperController | None = None
-    volcano: Volcano | None = None
-    kubelet: Kubelet | None = None
+    running: dict[str, Simulator] = field(default_factory=dict)
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     _failure: BaseException | None = None
 
+    def _get(self, cls: type[S]) -> S:
+        for sim in self.running.values():
+            if isinstance(sim, cls):
+                return sim
+        raise LookupError(f"the {cls.__name__} simulator is switched off")
+
     @property
-    def running(self) -> dict[str, Simulator]:
-        sims = (self.kueue, self.appwrapper, self.volcano, self.kubelet)
-        return {s.name: s for s in sims if s is not None}
+    def kueue(self) -> Kueue:
+        return self._get(Kueue)
+
+    @property
+    def appwrapper(self) -> AppWrapperController:
+        return self._get(AppWrapperController)
+
+    @property
+    def volcano(self) -> Volcano:
+        return self._get(Volcano)
+
+    @property
+    def kubelet(self) -> Kubelet:
+        return self._get(Kubelet)
 
     def check(self) -> None:
         """Raise :class:`SimulatorFailed` if any simulator task died."""
@@ -138,14 +153,16 @@ async def simulated(
     """Run the chosen simulators for the block. Each option is ``True`` (defaults), ``False``
     (off) or the keyword arguments of its class, e.g. ``kueue={"flavors": {...}}``."""
     sims = Simulators(cluster)
-    if (opts := _options(kueue)) is not None:
-        sims.kueue = Kueue(cluster, **opts)
-    if (opts := _options(appwrapper)) is not None:
-        sims.appwrapper = AppWrapperController(cluster, **opts)
-    if (opts := _options(volcano)) is not None:
-        sims.volcano = Volcano(cluster, **opts)
-    if (opts := _options(kubelet)) is not None:
-        sims.kubelet = Kubelet(cluster, **opts)
+    chosen: list[tuple[type[Simulator], Options]] = [
+        (Kueue, kueue),
+        (AppWrapperController, appwrapper),
+        (Volcano, volcano),
+        (Kubelet, kubelet),
+    ]
+    for cls, value in chosen:
+        if (opts := _options(value)) is not None:
+            sim = cls(cluster, **opts)
+            sims.running[sim.name] = sim
     for name, sim in sims.running.items():
         for i, start in enumerate(sim.tasks()):
             task = asyncio.create_task(start(), name=f"sim-{name}-{i}")

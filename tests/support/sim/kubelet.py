@@ -38,7 +38,7 @@ from tests.support.sim.objects import (
     now,
     set_condition,
 )
-from tests.support.sim.runtime import Simulator
+from tests.support.sim.runtime import Simulator, retry_on_conflict
 
 SCHEDULER = UserInfo(username="system:kube-scheduler", groups=("system:authenticated",))
 TERMINAL = ("Succeeded", "Failed")
@@ -131,21 +131,24 @@ class Kubelet(Simulator):
         """Terminate a running pod's containers with ``phase`` (the test's "the job ended")."""
         if phase not in TERMINAL:
             raise ValueError(f"phase must be one of {TERMINAL}, not {phase!r}")
-        pod = self.store.get(PODS, namespace, name)
-        if pod is None or (pod.get("status") or {}).get("phase") != "Running":
-            raise AssertionError(
-                f"pod {namespace}/{name} is not Running: {pod and pod.get('status')}"
-            )
         code = exit_code if exit_code is not None else (0 if phase == "Succeeded" else 1)
-        status = pod["status"]
-        status["phase"] = phase
-        status["containerStatuses"] = [
-            {"name": c.get("name"), "state": {"terminated": {"exitCode": code}}}
-            for c in pod["spec"].get("containers") or []
-        ]
-        set_condition(status, "Ready", False, "PodCompleted")
-        node = node_user(pod["spec"]["nodeName"])
-        return await self.cluster.update(PODS, pod, user=node, subresource="status")
+
+        async def attempt() -> JsonDict:
+            pod = self.store.get(PODS, namespace, name)
+            if pod is None or (pod.get("status") or {}).get("phase") != "Running":
+                state = pod and pod.get("status")
+                raise AssertionError(f"pod {namespace}/{name} is not Running: {state}")
+            status = pod["status"]
+            status["phase"] = phase
+            status["containerStatuses"] = [
+                {"name": c.get("name"), "state": {"terminated": {"exitCode": code}}}
+                for c in pod["spec"].get("containers") or []
+            ]
+            set_condition(status, "Ready", False, "PodCompleted")
+            node = node_user(pod["spec"]["nodeName"])
+            return await self.cluster.update(PODS, pod, user=node, subresource="status")
+
+        return await retry_on_conflict(attempt)
 
     async def finish_all(
         self, namespace: str, *, labels: Mapping[str, str] | None = None, phase: str = "Succeeded"

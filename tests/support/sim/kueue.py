@@ -44,7 +44,14 @@ from tests.support.sim.objects import (
     meta,
     set_condition,
 )
-from tests.support.sim.runtime import KeyMapper, Simulator, by_owner, sa, same_key
+from tests.support.sim.runtime import (
+    KeyMapper,
+    Simulator,
+    by_owner,
+    retry_on_conflict,
+    sa,
+    same_key,
+)
 
 CONTROLLER = sa("kueue-system", "kueue-controller-manager")
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -120,33 +127,49 @@ class Kueue(Simulator):
         return None
 
     async def admit(self, namespace: str, name: str, *, flavor: str | None = None) -> None:
-        """Reserve quota in ``flavor`` (default: the first) and start the AppWrapper."""
-        aw = self.store.get(APPWRAPPERS, namespace, name)
-        if aw is None:
-            raise NotAdmissible(f"AppWrapper {namespace}/{name} not found")
-        why = self.why_not_admissible(aw)
-        if why:
-            raise NotAdmissible(why)
+        """Reserve quota in ``flavor`` (default: the first); the job reconciler then starts the
+        AppWrapper (``settle()`` to see it). Raises :class:`NotAdmissible` when Kueue would not
+        admit it now."""
+        chosen = flavor or next(iter(self.flavors))
+        if chosen not in self.flavors:
+            raise NotAdmissible(f"unknown flavor {chosen!r}; known: {sorted(self.flavors)}")
+
+        async def attempt() -> None:
+            aw = self.store.get(APPWRAPPERS, namespace, name)
+            if aw is None:
+                raise NotAdmissible(f"AppWrapper {namespace}/{name} not found")
+            why = self.why_not_admissible(aw)
+            if why:
+                raise NotAdmissible(why)
+            wl = await self._workload(aw)
+            if not _admitted(wl):
+                await self._reserve(wl, chosen)
+
         self._held.discard((namespace, name))
-        wl = await self._workload(aw)
-        if not _admitted(wl):
-            await self._reserve(wl, flavor or next(iter(self.flavors)))
-        await self.reconcile((namespace, name))
+        await retry_on_conflict(attempt)
+        self.queue_key((namespace, name))
 
     async def preempt(self, namespace: str, name: str) -> None:
-        """Evict the Workload and suspend the AppWrapper; it waits for :meth:`admit` or
-        :meth:`release` even with ``auto_admit``."""
+        """Evict the Workload; the job reconciler then suspends the AppWrapper. It waits for
+        :meth:`admit` or :meth:`release`, even with ``auto_admit``."""
         self._held.add((namespace, name))
-        wl = self.workload(namespace, name)
-        if wl is None:
-            raise LookupError(f"no Workload for AppWrapper {namespace}/{name}")
-        status = wl.setdefault("status", {})
-        status.pop("admission", None)
-        set_condition(status, "Evicted", True, "Preempted", "Preempted to accommodate a workload")
-        set_condition(status, "QuotaReserved", False, "Pending", "Preempted")
-        set_condition(status, "Admitted", False, "NoReservation", "The workload has no reservation")
-        await self.update_status(WORKLOADS, wl)
-        await self.reconcile((namespace, name))
+
+        async def attempt() -> None:
+            wl = self.workload(namespace, name)
+            if wl is None:
+                raise LookupError(f"no Workload for AppWrapper {namespace}/{name}")
+            status = wl.setdefault("status", {})
+            status.pop("admission", None)
+            message = "Preempted to accommodate a workload"
+            set_condition(status, "Evicted", True, "Preempted", message)
+            set_condition(status, "QuotaReserved", False, "Pending", "Preempted")
+            set_condition(
+                status, "Admitted", False, "NoReservation", "The workload has no reservation"
+            )
+            await self.update_status(WORKLOADS, wl)
+
+        await retry_on_conflict(attempt)
+        self.queue_key((namespace, name))
 
     def release(self, namespace: str, name: str) -> None:
         """Let ``auto_admit`` admit a preempted AppWrapper again."""
@@ -240,8 +263,6 @@ class Kueue(Simulator):
 
     async def _reserve(self, wl: JsonDict, flavor: str) -> None:
         """The scheduler: quota reserved and admitted in one step (no admission checks)."""
-        if flavor not in self.flavors:
-            raise NotAdmissible(f"unknown flavor {flavor!r}; known: {sorted(self.flavors)}")
         ns = key_of(wl)[0]
         lq = self.store.get(LOCALQUEUES, ns, wl["spec"]["queueName"]) or {}
         status = wl.setdefault("status", {})

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, ClassVar
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, ClassVar, TypeVar
 
 from tests.support.apiserver import UserInfo
 from tests.support.cluster.cluster import FakeCluster
@@ -24,6 +24,7 @@ from tests.support.fakekube import service_account_user
 from tests.support.sim.objects import JsonDict, Key, key_of, meta
 
 KeyMapper = Callable[[JsonDict], Iterable[Key]]
+T = TypeVar("T")
 
 
 def same_key(obj: JsonDict) -> Iterable[Key]:
@@ -106,6 +107,7 @@ class Simulator:
 
     async def _work(self) -> None:
         while True:
+            await asyncio.sleep(0)  # never starve the loop, even if every write completes at once
             if not self._queue:
                 self._idle.set()
                 self._wakeup.clear()
@@ -157,6 +159,19 @@ class Simulator:
         return await self.cluster.delete(
             res, namespace, name, user=self.user, propagation="Background"
         )
+
+
+async def retry_on_conflict(attempt: Callable[[], Awaitable[T]], tries: int = 10) -> T:
+    """client-go's RetryOnConflict for calls made from a test, outside the worker's requeue:
+    ``attempt`` must read fresh state each time."""
+    for _ in range(tries - 1):
+        try:
+            return await attempt()
+        except ApiError as err:
+            if err.status != 409 or err.reason == "AlreadyExists":
+                raise
+        await asyncio.sleep(0)
+    return await attempt()
 
 
 def sa(namespace: str, name: str) -> UserInfo:
