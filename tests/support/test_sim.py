@@ -659,3 +659,16 @@ async def test_settle_reports_a_simulator_that_never_stops_writing(cluster: Fake
         await cluster.create(PODS, bare_pod("p"), namespace=NS)
         with pytest.raises(SettleError, match=r"kubelet: .*update pods team-a/p"):
             await sims.settle(rounds=5, timeout=0.5)
+
+
+async def test_settle_also_waits_for_another_actor(cluster: FakeCluster) -> None:
+    answers = iter([False, False, True])
+    asked: list[bool] = []
+
+    def idle() -> bool:
+        asked.append(next(answers))
+        return asked[-1]
+
+    async with simulated(cluster, kueue=False, appwrapper=False, volcano=False) as sims:
+        await sims.settle(idle=idle)
+    assert asked == [False, False, True]

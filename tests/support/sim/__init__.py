@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -92,25 +92,39 @@ class Simulators:
         if self._failure is not None:
             raise SimulatorFailed(f"a simulator failed: {self._failure!r}") from self._failure
 
-    async def settle(self, *, rounds: int = 50, timeout: float = 10.0) -> None:
+    async def settle(
+        self,
+        *,
+        rounds: int = 50,
+        timeout: float = 10.0,
+        idle: Callable[[], bool] | None = None,
+    ) -> None:
         """Wait until no simulator has work left: resync all, drain, repeat until a round
         leaves the store's resourceVersion unchanged (nothing was written by anyone).
 
+        ``idle``: another actor that must be quiet too (autowrap's controller under test);
+        settling also waits, round after round, until it returns true.
+
         Raises :class:`SettleError` naming the pending keys and latest writes when that takes
-        more than ``rounds`` rounds or ``timeout`` seconds (a livelock, or a hung reconcile).
+        more than ``rounds`` writing rounds or ``timeout`` seconds (a livelock, or a hung reconcile).
         """
         store = self.cluster.store
+        written = 0
         try:
             async with asyncio.timeout(timeout):
-                for _ in range(rounds):
+                while written < rounds:
                     self.check()
                     before = store.resource_version
                     for sim in self.running.values():
                         sim.resync()
                     await self._drain()
                     self.check()
-                    if store.resource_version == before:
+                    if store.resource_version != before:
+                        written += 1
+                    elif idle is None or idle():
                         return
+                    else:
+                        await asyncio.sleep(0.005)  # the other actor may be awaiting I/O
         except TimeoutError:
             self.check()
             raise SettleError(f"not settled after {timeout}s:\n{describe(self.running)}") from None

@@ -305,7 +305,7 @@ class AppWrapperController(Simulator):
         deployed = 0
         for cstatus in expected_components:
             res = resource_for(cstatus.get("apiVersion", ""), cstatus.get("kind", ""))
-            obj = res and self.store.get(res, ns, cstatus.get("name", ""))
+            obj = self.store.get(res, ns, cstatus.get("name", "")) if res else None
             if obj is not None and not is_deleting(obj):
                 deployed += 1
         if deployed != len(expected_components):
@@ -378,8 +378,8 @@ class AppWrapperController(Simulator):
         for cstatus in aw["status"].get("componentStatus") or []:
             res = resource_for(cstatus.get("apiVersion", ""), cstatus.get("kind", ""))
             cname = cstatus.get("name", "")
-            obj = res and cname and self.store.get(res, ns, cname)
-            if not obj or res is None:
+            obj = self.store.get(res, ns, cname) if res and cname else None
+            if obj is None or res is None:
                 continue
             remaining += 1
             if not is_deleting(obj):
