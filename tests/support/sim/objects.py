@@ -6,7 +6,6 @@ fields they act on, so whatever else autowrap or a test put into an object survi
 
 from __future__ import annotations
 
-import copy
 import datetime
 from collections.abc import Mapping, MutableMapping
 from typing import Any
@@ -99,7 +98,3 @@ def condition(obj: Mapping[str, Any], kind: str) -> JsonDict | None:
         if cond.get("type") == kind:
             return dict(cond)
     return None
-
-
-def deep_copy(obj: Mapping[str, Any]) -> JsonDict:
-    return copy.deepcopy(dict(obj))
