@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from webhook import adoption, engine, names, objects, patches, review
+from webhook import adoption, builder, engine, names, objects, patches, review
 from webhook.kube import AlreadyExists, ApiFailure, Identity
 from webhook.plumbing import pods
 from webhook.policy import Mode, PolicySet
@@ -62,6 +62,12 @@ class Cluster(Protocol):
     ) -> bool | None: ...
 
     async def namespace_labels(self, namespace: str, *, timeout: float) -> dict[str, str]: ...
+
+    async def refusal(
+        self, namespace: str, components: list[dict[str, Any]], *, timeout: float
+    ) -> str | None:
+        """What the cluster says to a server-side dry-run create of these objects, or None."""
+        ...
 
     async def redirect_reason(self, namespace: str, queue: str, *, timeout: float) -> str | None:
         """Why adopt mode cannot serve this queue (its ClusterQueue uses MultiKueue or
@@ -264,7 +270,7 @@ async def _check_adoptable(
     """Adopt mode: the create goes through, and the controller does the rest; nothing here
     writes anything."""
     rec.appwrapper = objects.name_of(appwrapper)
-    if objects.labels_of(obj).get(names.ADOPTION_LABEL) != names.ADOPTION_PENDING:
+    if not adoption.is_prepared(obj):
         return _denied(request.uid, rec, [
             f"{request.kind.kind} {request.namespace}/{rec.name} was not prepared by autowrap's "
             "mutating webhook, so it would run outside Kueue; check that the "
@@ -325,6 +331,11 @@ async def _wrap(
         return _denied(request.uid, rec, [missing], warnings=verdict.warnings)
     body = objects.deep_copy(appwrapper)
     body.setdefault("metadata", {})["namespace"] = ns
+    # What the AppWrapper controller will create, judged now by the cluster itself (schema,
+    # Volcano's webhook, policy engines): refused later, the job could no longer be fixed.
+    refused = await cluster.refusal(ns, builder.deployed_components(body), timeout=budget.left())
+    if refused:
+        return _denied(request.uid, rec, [refused], warnings=verdict.warnings)
     try:
         await cluster.create_appwrapper(ns, body, dry_run=request.dry_run, timeout=budget.left())
         repeated = False

@@ -100,6 +100,20 @@ def _gate_template(template: dict[str, Any], aw_name: str, podset: int) -> None:
     spec["schedulingGates"] = gates
 
 
+def is_prepared(obj: Mapping[str, Any]) -> bool:
+    """Whether the mutating webhook prepared this object: labelled pending *and* every pod
+    template gated. The label alone is not enough: a user could set it, and the AppWrapper
+    label with it, to slip past the mutating webhook's selector with ungated pods."""
+    adapter = kinds.find(obj.get("apiVersion"), obj.get("kind"))
+    if (
+        adapter is None
+        or objects.labels_of(obj).get(names.ADOPTION_LABEL) != names.ADOPTION_PENDING
+    ):
+        return False
+    groups = adapter.pod_groups(obj)
+    return bool(groups) and all(is_gated(as_map(g.template)) for g in groups)
+
+
 def is_adopted_object(obj: Mapping[str, Any]) -> bool:
     """Whether admission prepared this object for adoption (pending or done)."""
     return names.ADOPTION_LABEL in objects.labels_of(obj)

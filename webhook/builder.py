@@ -13,6 +13,7 @@ from typing import Any
 from webhook import dnsnames, names, objects
 from webhook.fields import FieldPath
 from webhook.objects import Obj, as_list, as_map
+from webhook.rules import podsets
 
 _SERVER_FIELDS = (
     "uid",
@@ -142,6 +143,36 @@ def appwrapper_name(obj: Mapping[str, Any], *, seed: str) -> str:
     prefix = str(as_map(obj.get("metadata")).get("generateName") or "")
     base = dnsnames.to_label(prefix, limit=limit - 6, fallback="aw")
     return f"{base}-{suffix}"
+
+
+def deployed_components(appwrapper: Mapping[str, Any]) -> list[Obj]:
+    """Each component as the AppWrapper controller will create it: the template in the
+    AppWrapper's namespace with the label ``workload.codeflare.dev/appwrapper: <name>`` on the
+    object and on every podSet's pod template (resource_management.go:217-348, A2 in
+    adopt-mode.md). The label also keeps autowrap's own wrap webhooks away from it. Kueue's
+    podSetInfos are not known before admission and are left out."""
+    metadata = as_map(appwrapper.get("metadata"))
+    name, namespace = metadata.get("name"), metadata.get("namespace")
+    found: list[Obj] = []
+    for component in as_list(as_map(appwrapper.get("spec")).get("components")):
+        template = as_map(component).get("template")
+        if not isinstance(template, dict):
+            continue
+        obj = objects.deep_copy(template)
+        meta = objects.own_map(obj, "metadata")
+        if namespace:
+            meta["namespace"] = namespace
+        objects.own_map(meta, "labels")[names.APPWRAPPER_LABEL] = str(name)
+        for podset in as_list(as_map(component).get("podSets")):
+            resolved = podsets.resolve(obj, str(as_map(podset).get("path", "")))
+            if isinstance(resolved, str):
+                continue
+            pod_template = objects.get(obj, FieldPath(resolved[1].parts[1:]))
+            if isinstance(pod_template, dict):
+                labels = objects.own_map(objects.own_map(pod_template, "metadata"), "labels")
+                labels[names.APPWRAPPER_LABEL] = str(name)
+        found.append(obj)
+    return found
 
 
 def enclose(

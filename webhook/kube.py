@@ -58,6 +58,7 @@ VOLCANO_JOBS: Final = Kind("batch.volcano.sh", "v1alpha1", "jobs", "Job")
 PODS: Final = Kind("", "v1", "pods", "Pod")
 EVENTS: Final = Kind("", "v1", "events", "Event")
 NAMESPACES: Final = Kind("", "v1", "namespaces", "Namespace", namespaced=False)
+SERVICES: Final = Kind("", "v1", "services", "Service")
 LEASES: Final = Kind("coordination.k8s.io", "v1", "leases", "Lease")
 LOCAL_QUEUES: Final = Kind(KUEUE_GROUP, "v1beta1", "localqueues", "LocalQueue")
 CLUSTER_QUEUES: Final = Kind(KUEUE_GROUP, "v1beta1", "clusterqueues", "ClusterQueue",
@@ -256,7 +257,10 @@ class Api:
             raise ApiFailure(call, None, f"{type(exc).__name__}: {exc}") from None
         if not 200 <= response.status < 300:
             raise _failure(call, response.status, data)
-        decoded = orjson.loads(data) if data else {}
+        try:
+            decoded = orjson.loads(data) if data else {}
+        except orjson.JSONDecodeError as exc:
+            raise ApiFailure(call, response.status, f"the answer is not JSON: {exc}") from None
         return decoded if isinstance(decoded, dict) else {}
 
     # --- verbs -------------------------------------------------------------------------------
@@ -545,6 +549,38 @@ class KubeClient(Api):
             return True
         return queue in await self._local_queues(namespace, version, timeout=timeout)
 
+    async def refusal(
+        self, namespace: str, components: list[dict[str, Any]], *, timeout: float
+    ) -> str | None:
+        """What the cluster says to creating these objects (a server-side dry run: its schema,
+        every admission webhook, policy engines), or None when it would accept them all. An
+        object that already exists got through admission (AlreadyExists comes from storage,
+        after validation: adopt-mode.md A4), so that counts as accepted."""
+        for obj in components:
+            kind = component_kind(obj)
+            label = f"{obj.get('kind')} {objects_name(obj)}"
+            if kind is None:
+                continue  # a kind autowrap does not create through AppWrappers: not judged here
+            try:
+                await self.create(kind, namespace, obj, timeout=timeout, dry_run=True)
+            except AlreadyExists:
+                continue
+            except ApiFailure as exc:
+                if (
+                    exc.status == 404
+                    and exc.reason == "NotFound"
+                    and "namespaces" not in exc.message
+                ):
+                    return f"the cluster does not serve {kind.plural}.{kind.group or 'core'} ({label}): {exc.message}"
+                if (
+                    exc.status is not None
+                    and 400 <= exc.status < 500
+                    and exc.status not in (408, 429)
+                ):
+                    return f"the cluster refuses the {label} the AppWrapper would create: {exc.message}"
+                raise
+        return None
+
     async def redirect_reason(self, namespace: str, queue: str, *, timeout: float) -> str | None:
         """Why adopt mode cannot serve the queue: its ClusterQueue sends work to other clusters
         (MultiKueue: the local AppWrapper controller ignores the AppWrapper, adopt-mode.md Q6)
@@ -596,6 +632,19 @@ class KubeClient(Api):
                 raise
             found = None
         return self._store(cache, name, found)  # type: ignore[no-any-return]
+
+
+_COMPONENT_KINDS: Final = {(k.api_version, k.kind): k for k in (VOLCANO_JOBS, PODS, SERVICES)}
+
+
+def component_kind(obj: Mapping[str, Any]) -> Kind | None:
+    """The resource of a component autowrap wraps (Volcano Job, Pod, a Pod's Service)."""
+    return _COMPONENT_KINDS.get((str(obj.get("apiVersion")), str(obj.get("kind"))))
+
+
+def objects_name(obj: Mapping[str, Any]) -> str:
+    metadata = obj.get("metadata") or {}
+    return str(metadata.get("name") or "")
 
 
 def sync_api_client(kubeconfig: str | None) -> Any:

@@ -380,3 +380,15 @@ def test_the_preview_shows_the_stored_object_and_the_appwrapper_the_controller_c
     assert stored["metadata"]["labels"][names.ADOPTION_LABEL] == names.ADOPTION_PENDING
     assert appwrapper["kind"] == "AppWrapper" and appwrapper["metadata"]["name"] == "train"
     assert names.ORIGIN_UID_ANNOTATION not in appwrapper["metadata"]["annotations"]
+
+
+def test_only_an_object_with_every_template_gated_counts_as_prepared() -> None:
+    prepared = _prepared(_job())
+    assert adoption.is_prepared(prepared)
+
+    forged = copy.deepcopy(prepared)
+    del forged["spec"]["tasks"][1]["template"]["spec"]["schedulingGates"]
+    assert not adoption.is_prepared(forged)
+    unlabelled = copy.deepcopy(prepared)
+    del unlabelled["metadata"]["labels"][names.ADOPTION_LABEL]
+    assert not adoption.is_prepared(unlabelled)

@@ -408,7 +408,7 @@ SAR = r"/subjectaccessreviews$"
 GET_AW = r"/appwrappers/[^/]+$"
 QUEUES = r"/localqueues$"
 NAMESPACE_GET = r"/api/v1/namespaces/[^/]+$"
-BUDGET = 2.0  # the apiserver's ?timeout= in fault runs, so that "too slow" is quick to reach
+BUDGET = 3.0  # the apiserver's ?timeout= in fault runs, so that "too slow" is quick to reach
 
 FAULTS: dict[str, list[dict[str, Any]]] = {
     "create answers 500": [{"method": "POST", "path_regex": CREATE, "status": 500}],

@@ -165,6 +165,25 @@ async def test_other_settings_from_an_earlier_policy_are_no_reason_to_refuse_or_
     assert any("other settings" in w and "retryLimit" in w for w in again.warnings)
 
 
+async def test_what_the_cluster_would_refuse_later_is_refused_now_word_for_word(
+    cluster: Cluster,
+) -> None:
+    refusal = "spec.queue: queue team-queue is Closed, cannot submit jobs"
+    cluster.kube.component_refusal = lambda obj: refusal if obj.get("kind") == "Job" else None
+
+    result = await cluster.create(vcjob())
+
+    assert not result.allowed
+    assert refusal in result.message and "the AppWrapper would create" in result.message
+    assert cluster.appwrappers() == {}
+    dry_run = cluster.kube.component_dry_runs[-1]
+    # Judged exactly as the AppWrapper controller will create it, labelled so that autowrap's
+    # own webhooks leave it alone.
+    assert dry_run["metadata"]["labels"][names.APPWRAPPER_LABEL] == "train"
+    for task in dry_run["spec"]["tasks"]:
+        assert task["template"]["metadata"]["labels"][names.APPWRAPPER_LABEL] == "train"
+
+
 async def test_a_dry_run_answers_like_the_real_thing_and_creates_nothing(cluster: Cluster) -> None:
     result = await cluster.create(vcjob(), dry_run=True)
 

@@ -270,6 +270,11 @@ class FakeKube:
         self.appwrappers_created = 0
         self.faults: list[Fault] = []
         self.on_appwrapper_create: AppWrapperCreateHook | None = None
+        # Server-side dry-run creates of what an AppWrapper would create (a Volcano Job, a Pod,
+        # a Service): ``component_refusal(obj)`` answers a refusal message (as Volcano's
+        # webhook or a policy engine would) or None.
+        self.component_refusal: Callable[[JsonDict], str | None] = lambda obj: None
+        self.component_dry_runs: list[JsonDict] = []
         self._listener: _Listener | None = None
         self._users: dict[int, UserInfo] = {}
         self._resource_versions = itertools.count(1000)
@@ -513,6 +518,9 @@ class FakeKube:
         app.router.add_post(
             f"/apis/{AUTHORIZATION_GROUP}/v1/subjectaccessreviews", self._subject_access_review
         )
+        for path in ("/apis/batch.volcano.sh/v1alpha1/namespaces/{ns}/jobs",
+                     "/api/v1/namespaces/{ns}/pods", "/api/v1/namespaces/{ns}/services"):  # fmt: skip
+            app.router.add_post(path, self._dry_run_component)
         app.router.add_get("/api/v1/namespaces/{ns}/secrets/{name}", self._get_secret)
         app.router.add_post("/api/v1/namespaces/{ns}/secrets", self._create_secret)
         app.router.add_put("/api/v1/namespaces/{ns}/secrets/{name}", self._replace_secret)
@@ -853,6 +861,21 @@ class FakeKube:
         meta["resourceVersion"] = system["resourceVersion"]
         self.appwrappers[key] = copy.deepcopy(obj)
         self.appwrappers_created += 1
+        return _json(obj, 201)
+
+    async def _dry_run_component(self, request: web.Request) -> web.Response:
+        """Only server-side dry runs: autowrap never creates these objects itself."""
+        if not _dry_run(request):
+            raise KubeApiError(403, "forbidden: autowrap only dry-runs components", "Forbidden")
+        obj = await self._read_body(request)
+        if not isinstance(obj, dict):
+            raise KubeApiError(400, "the body is not an object", "BadRequest")
+        self.component_dry_runs.append(copy.deepcopy(obj))
+        refused = self.component_refusal(obj)
+        if refused:
+            name = str((obj.get("metadata") or {}).get("name", ""))
+            raise KubeApiError(403, f'admission webhook "validatejob.volcano.sh" denied the '
+                               f"request: {refused}", "Forbidden", {"name": name})  # fmt: skip
         return _json(obj, 201)
 
     def _validated_appwrapper(self, body: Any, ns: str) -> JsonDict:

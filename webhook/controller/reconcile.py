@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from webhook import adoption, engine, names, objects
+from webhook import adoption, builder, engine, names, objects
 from webhook.controller.events import Recorder
 from webhook.kube import (
     APPWRAPPERS,
@@ -141,6 +141,12 @@ class Reconciler:
         if appwrapper is None:
             appwrapper = await self._api.get(APPWRAPPERS, namespace, aw_name, timeout=API_TIMEOUT)
         if appwrapper is None:
+            refused = await self._api.refusal(
+                namespace, builder.deployed_components(wanted), timeout=API_TIMEOUT
+            )
+            if refused:
+                await self._report_failure(obj, [refused])
+                return self._Adopted(None)
             try:
                 appwrapper = await self._api.create(
                     APPWRAPPERS, namespace, wanted, timeout=API_TIMEOUT
