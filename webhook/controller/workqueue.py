@@ -71,7 +71,8 @@ class WorkQueue:
             self.add(key)
 
     def idle(self) -> bool:
-        return not self._queued and not self._working and not self._timers
+        """Nothing queued or under way (keys waiting on a timer are not work yet)."""
+        return not self._queued and not self._working
 
     def close(self) -> None:
         for timer in self._timers.values():

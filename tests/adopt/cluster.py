@@ -1,0 +1,155 @@
+"""The whole adopt-mode cluster: user writes go through kube-apiserver's admission (the emulator,
+configured with the webhook configurations rendered from deploy/) to the real autowrap server
+over TLS; autowrap's controller runs against the fake API over HTTP; simulated Kueue,
+AppWrapper controller, Volcano and kubelet do their part."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.server.harness import REPO, cel_predicates, webhook_configurations
+from tests.support.apiserver import ApiserverEmulator, UserInfo
+from tests.support.cluster.cluster import FakeCluster
+from tests.support.cluster.resources import APPWRAPPERS, EVENTS, LOCALQUEUES, PODS, VCJOBS
+from tests.support.pki import ServingPki
+from tests.support.policies import in_mode
+from tests.support.sim import Simulators, simulated
+from webhook import names, server
+
+Obj = dict[str, Any]
+NAMESPACE = "ml"
+QUEUE = "team-queue"
+ALICE = UserInfo(username="alice", groups=("system:authenticated",))
+FLAVORS = {
+    "a100": {
+        "nodeLabels": {"cloud.example/pool": "a100"},
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+    }
+}
+
+
+def vcjob(name: str = "train", *, masters: int = 1, workers: int = 3, gpus: int = 8) -> Obj:
+    def template() -> Obj:
+        container = {"name": "trainer", "image": "torch:2.4", "command": ["torchrun", "train.py"],
+                     "resources": {"limits": {"nvidia.com/gpu": gpus}}}  # fmt: skip
+        return {"spec": {"restartPolicy": "Never", "containers": [container]}}
+
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {names.QUEUE_LABEL: QUEUE}},
+        "spec": {
+            "schedulerName": "volcano",
+            "tasks": [
+                {"name": "master", "replicas": masters, "template": template()},
+                {"name": "worker", "replicas": workers, "template": template()},
+            ],
+        },
+    }
+
+
+def bare_pod(name: str = "notebook") -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NAMESPACE,
+                     "labels": {names.WRAP_LABEL: "true", names.QUEUE_LABEL: QUEUE}},
+        "spec": {"restartPolicy": "Never", "containers": [
+            {"name": "main", "image": "torch:2.4", "resources": {"limits": {"nvidia.com/gpu": 2}}}]},
+    }  # fmt: skip
+
+
+@dataclass
+class Cluster:
+    api: FakeCluster
+    emulator: ApiserverEmulator
+    running: server.Running
+    sims: Simulators
+
+    @property
+    def controller(self) -> Any:
+        return self.running.state.controller
+
+    async def settle(self, timeout: float = 20.0) -> None:
+        """Until neither the simulators nor autowrap's controller has work left."""
+
+        def quiet() -> bool:
+            return self.controller is None or (
+                self.controller.leading.is_set() and self.controller.idle()
+            )
+
+        await self.sims.settle(idle=quiet, timeout=timeout, rounds=200)
+
+    def get(self, res: Any, name: str, namespace: str = NAMESPACE) -> Obj | None:
+        return self.api.store.get(res, namespace, name)
+
+    def job(self, name: str = "train") -> Obj | None:
+        return self.get(VCJOBS, name)
+
+    def appwrapper(self, name: str = "train") -> Obj | None:
+        return self.get(APPWRAPPERS, name)
+
+    def appwrappers(self) -> list[Obj]:
+        return self.api.store.list(APPWRAPPERS, NAMESPACE)
+
+    def pods(self, job: str = "train") -> list[Obj]:
+        return sorted(
+            (p for p in self.api.store.list(PODS, NAMESPACE)
+             if p["metadata"]["name"].startswith(f"{job}-")),
+            key=lambda p: p["metadata"]["name"],
+        )  # fmt: skip
+
+    def events(self, name: str = "train") -> list[str]:
+        return [
+            str(e.get("reason"))
+            for e in self.api.store.list(EVENTS, NAMESPACE)
+            if (e.get("involvedObject") or {}).get("name") == name
+        ]
+
+
+@contextlib.asynccontextmanager
+async def running_cluster(
+    pki: ServingPki,
+    tmp_path: Path,
+    *,
+    auto_admit: bool = True,
+    controller: bool = True,
+    kueue: Mapping[str, Any] | None = None,
+) -> AsyncIterator[Cluster]:
+    configurations = webhook_configurations()
+    emulator = ApiserverEmulator("127.0.0.1", 0, configurations,
+                                 match_conditions=cel_predicates(configurations),
+                                 ca_bundle=pki.ca_bundle)  # fmt: skip
+    api = FakeCluster(emulator=emulator)
+    await api.start()
+    api.add_namespace(NAMESPACE)
+    api.add_namespace(names.SERVICE_NAMESPACE)
+    api.store.create(LOCALQUEUES, {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
+                                   "metadata": {"name": QUEUE, "namespace": NAMESPACE},
+                                   "spec": {"clusterQueue": "cq"}})  # fmt: skip
+    cert_dir = tmp_path / "certs"
+    cert_dir.mkdir()
+    for source in (pki.cert_path, pki.key_path, pki.ca_path):
+        shutil.copy(source, cert_dir / source.name)
+    options = server.Options(
+        host="127.0.0.1", port=0, metrics_port=0, cert_dir=cert_dir,
+        policy_path=in_mode(REPO / "policies", tmp_path / "policies", "Adopt"),
+        kubeconfig=str(api.write_kubeconfig(tmp_path / "kubeconfig")),
+        reload_interval=60.0, drain_timeout=5.0, controller=controller,
+        controller_namespace=names.SERVICE_NAMESPACE, controller_identity="autowrap-0",
+    )  # fmt: skip
+    running = await server.start(options)
+    emulator.port = running.port
+    options_kueue = {"flavors": FLAVORS, "auto_admit": auto_admit, **(kueue or {})}
+    try:
+        nodes = {"gpu-node": {"cloud.example/pool": "a100"}}
+        async with simulated(api, kueue=options_kueue, kubelet={"nodes": nodes}) as sims:
+            yield Cluster(api, emulator, running, sims)
+    finally:
+        await running.drain()
+        await api.stop()
