@@ -22,8 +22,9 @@ from webhook.kube import Identity
 
 
 class InstantCluster:
-    """Answers every API call at once: allowed, queue present, AppWrapper created, and adopt
-    mode able to serve every queue (no MultiKueue, no topology-aware scheduling)."""
+    """Answers every API call at once: allowed, queue present, AppWrapper created, its
+    components accepted by the dry run, and adopt mode able to serve every queue (no
+    MultiKueue, no topology-aware scheduling)."""
 
     async def create_appwrapper(
         self, namespace: str, body: dict[str, Any], *, dry_run: bool, timeout: float
@@ -49,6 +50,11 @@ class InstantCluster:
         return {}
 
     async def redirect_reason(self, namespace: str, queue: str, *, timeout: float) -> str | None:
+        return None
+
+    async def refusal(
+        self, namespace: str, components: list[dict[str, Any]], *, timeout: float
+    ) -> str | None:
         return None
 
 

@@ -5,8 +5,9 @@ autowrap's real client stack (the official client's asyncio API, ``kubernetes.ai
 aiohttp, and JSON (de)serialization) is exercised and measured, while the cost of a real
 apiserver and etcd is not. It serves discovery (``GET /apis``), LocalQueue lists, the
 ClusterQueue and ResourceFlavor reads of adopt mode's MultiKueue/topology check, namespace
-reads, SubjectAccessReviews (allowed), and AppWrapper create (201, body echoed) and get (404:
-nothing is stored). ``GET /bench/stats`` says how many calls of each kind arrived, so the bench
+reads, SubjectAccessReviews (allowed), server-side dry-run creates of what an AppWrapper would
+create (Volcano Jobs, Pods, Services: 201, body echoed), and AppWrapper create (201, body echoed)
+and get (404: nothing is stored). ``GET /bench/stats`` says how many calls of each kind arrived, so the bench
 can check that each wrap really created an AppWrapper; a call to any other path is answered
 404 and counted as ``unrouted``, so the bench sees when autowrap starts calling something new.
 The controller is not served here (``bench.controller`` runs it against a full fake cluster).
@@ -175,6 +176,19 @@ async def create_appwrapper(request: web.Request) -> web.Response:
     return _json(body, 201)
 
 
+async def dry_run_create(request: web.Request) -> web.Response:
+    """The dry run redirect makes of the AppWrapper's components before creating it: accepted.
+    Only dry runs are served; autowrap itself never creates these objects."""
+    plural = request.match_info["plural"]
+    if request.query.get("dryRun") != "All":
+        request.app[STATS]["unrouted"] += 1
+        return _status(405, "MethodNotAllowed", f"the bench's fake API only dry-runs {plural}")
+    request.app[STATS][f"{plural}-dry-run"] += 1
+    body = orjson.loads(await request.read())
+    body.setdefault("metadata", {}).setdefault("namespace", request.match_info["ns"])
+    return _json(body, 201)
+
+
 async def get_appwrapper(request: web.Request) -> web.Response:
     """Nothing is stored: every wrap names a fresh job, so an AppWrapper is never read back
     except after an AlreadyExists, which this API never answers."""
@@ -214,6 +228,9 @@ def build_app() -> web.Application:
         f"{names.APPWRAPPER_PLURAL}/{{name}}",
         get_appwrapper,
     )
+    app.router.add_post("/apis/batch.volcano.sh/v1alpha1/namespaces/{ns}/{plural:jobs}",
+                        dry_run_create)  # fmt: skip
+    app.router.add_post("/api/v1/namespaces/{ns}/{plural:pods|services}", dry_run_create)
     app.router.add_get("/bench/stats", stats)
     return app
 
