@@ -5,6 +5,7 @@ AppWrapper controller, Volcano and kubelet do their part."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import shutil
 from collections.abc import AsyncIterator, Mapping
@@ -15,7 +16,7 @@ from typing import Any
 from tests.server.harness import REPO, cel_predicates, webhook_configurations
 from tests.support.apiserver import ApiserverEmulator, UserInfo
 from tests.support.cluster.cluster import FakeCluster
-from tests.support.cluster.resources import APPWRAPPERS, EVENTS, LOCALQUEUES, PODS, VCJOBS
+from tests.support.cluster.resources import ALL, APPWRAPPERS, EVENTS, LOCALQUEUES, PODS, VCJOBS
 from tests.support.pki import ServingPki
 from tests.support.policies import in_mode
 from tests.support.sim import Simulators, simulated
@@ -76,14 +77,49 @@ class Cluster:
         return self.running.state.controller
 
     async def settle(self, timeout: float = 20.0) -> None:
-        """Until neither the simulators nor autowrap's controller has work left."""
+        """Until neither the simulators nor autowrap's controller has work left, and the
+        controller has seen everything stored (a watch event may still be on its way when the
+        simulators fall quiet)."""
 
         def quiet() -> bool:
             return self.controller is None or (
-                self.controller.leading.is_set() and self.controller.idle()
+                self.controller.leading.is_set() and self.controller.idle() and self.caught_up()
             )
 
-        await self.sims.settle(idle=quiet, timeout=timeout, rounds=200)
+        await self.sims.settle(idle=quiet, timeout=timeout, rounds=500)
+
+    def caught_up(self) -> bool:
+        for informer in self.controller.informers:
+            res = next(r for r in ALL if (r.group, r.plural) == (informer.kind.group,
+                                                               informer.kind.plural))  # fmt: skip
+            stored = {
+                (o["metadata"].get("namespace", ""), o["metadata"]["name"]):
+                o["metadata"]["resourceVersion"]
+                for o in self.api.store.list(res, labels=informer.labels)
+            }  # fmt: skip
+            seen = {
+                (o["metadata"].get("namespace", ""), o["metadata"]["name"]):
+                o["metadata"]["resourceVersion"]
+                for o in informer.items()
+            }  # fmt: skip
+            if stored != seen:
+                return False
+        return True
+
+    async def restart_controller(self) -> None:
+        """Stop the controller the way a crash does (mid-step, nothing handed over) and start a
+        fresh one, which must finish from what is stored."""
+        state, options = self.running.state, self.running.options
+        task = next(t for t in self.running.tasks if t.get_coro().__qualname__ == "_run_controller")
+        self.running.tasks.remove(task)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        state.controller = None
+        fresh = asyncio.create_task(server._run_controller(state, options))
+        self.running.tasks.append(fresh)
+        while state.controller is None or not state.controller.leading.is_set():
+            await asyncio.sleep(0.01)
 
     def get(self, res: Any, name: str, namespace: str = NAMESPACE) -> Obj | None:
         return self.api.store.get(res, namespace, name)
@@ -120,7 +156,11 @@ async def running_cluster(
     auto_admit: bool = True,
     controller: bool = True,
     kueue: Mapping[str, Any] | None = None,
+    pods: bool = True,
+    upstream: bool = True,
 ) -> AsyncIterator[Cluster]:
+    """``pods=False`` switches Volcano and the kubelet off, ``upstream=False`` every simulator
+    (for tests about adoption alone)."""
     configurations = webhook_configurations()
     emulator = ApiserverEmulator("127.0.0.1", 0, configurations,
                                  match_conditions=cel_predicates(configurations),
@@ -148,7 +188,10 @@ async def running_cluster(
     options_kueue = {"flavors": FLAVORS, "auto_admit": auto_admit, **(kueue or {})}
     try:
         nodes = {"gpu-node": {"cloud.example/pool": "a100"}}
-        async with simulated(api, kueue=options_kueue, kubelet={"nodes": nodes}) as sims:
+        async with simulated(
+            api, kueue=options_kueue if upstream else False, appwrapper=upstream,
+            volcano=pods and upstream, kubelet={"nodes": nodes} if pods and upstream else False,
+        ) as sims:  # fmt: skip
             yield Cluster(api, emulator, running, sims)
     finally:
         await running.drain()

@@ -113,3 +113,149 @@ async def test_when_another_webhook_denies_the_create_no_appwrapper_ever_exists(
         assert "images must come from registry.example" in denied.value.message
         assert cluster.job() is None
         assert cluster.appwrappers() == []
+
+
+def _manifest_tasks() -> list[dict]:
+    return vcjob()["spec"]["tasks"]
+
+
+async def test_reapplying_the_unchanged_manifest_succeeds_both_ways_and_a_real_change_reaches_volcano(
+    webhook_pki: ServingPki, tmp_path: Path
+) -> None:
+    from tests.support.cluster.patches import MERGE_PATCH
+    from tests.support.cluster.store import ApiError
+
+    async with running_cluster(webhook_pki, tmp_path, auto_admit=False) as cluster:
+        await cluster.api.apply(VCJOBS, vcjob(), field_manager="kubectl", user=ALICE)
+        await cluster.settle()
+        stored = cluster.job()
+        assert stored is not None
+
+        # Client-side kubectl apply: a JSON merge patch that carries the whole spec.tasks.
+        await cluster.api.patch(VCJOBS, NAMESPACE, "train", {"spec": {"tasks": _manifest_tasks()}},
+                                MERGE_PATCH, user=ALICE)  # fmt: skip
+        # Server-side apply (kubectl apply --server-side, a GitOps sync) of the same manifest.
+        await cluster.api.apply(VCJOBS, vcjob(), field_manager="kubectl", user=ALICE)
+        await cluster.settle()
+
+        assert cluster.job()["spec"] == stored["spec"]  # type: ignore[index]
+        changed = vcjob()
+        changed["spec"]["tasks"][1]["template"]["spec"]["containers"][0]["image"] = "torch:2.5"
+        with pytest.raises(ApiError) as refused:
+            await cluster.api.apply(VCJOBS, changed, field_manager="kubectl", user=ALICE)
+        assert "validatejob.volcano.sh" in refused.value.message
+
+
+async def test_a_forged_review_puts_nothing_in_the_cluster(
+    webhook_pki: ServingPki, tmp_path: Path
+) -> None:
+    import aiohttp
+
+    from tests.support.pki import client_ssl_context
+
+    async with running_cluster(webhook_pki, tmp_path) as cluster:
+        job = vcjob("forged")
+        job["metadata"]["labels"][names.ADOPTION_LABEL] = names.ADOPTION_PENDING
+        review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": "forged-1", "operation": "CREATE", "namespace": NAMESPACE, "name": "forged",
+            "kind": {"group": "batch.volcano.sh", "version": "v1alpha1", "kind": "Job"},
+            "resource": {"group": "batch.volcano.sh", "version": "v1alpha1", "resource": "jobs"},
+            "userInfo": {"username": "mallory", "groups": ["system:masters"]}, "object": job}}  # fmt: skip
+        port = cluster.running.port
+        async with aiohttp.ClientSession() as session:
+            for path in ("/mutate", "/validate"):
+                async with session.post(
+                    f"https://127.0.0.1:{port}{path}", json=review,
+                    ssl=client_ssl_context(webhook_pki.ca_pem),
+                    server_hostname="autowrap.autowrap-system.svc",
+                ) as answer:  # fmt: skip
+                    assert answer.status == 200
+        await cluster.settle()
+
+        assert cluster.appwrappers() == []
+        assert cluster.job("forged") is None
+
+
+async def test_a_bare_pod_is_adopted_with_its_headless_service(
+    webhook_pki: ServingPki, tmp_path: Path
+) -> None:
+    from tests.adopt.cluster import bare_pod
+    from tests.support.cluster.resources import PODS, SERVICES
+
+    async with running_cluster(webhook_pki, tmp_path) as cluster:
+        created = await cluster.api.create(PODS, bare_pod(), user=ALICE)
+        assert names.QUEUE_LABEL not in created["metadata"]["labels"]
+        await cluster.settle()
+
+        pod = cluster.get(PODS, "notebook")
+        aw = cluster.appwrapper("notebook")
+        assert pod is not None and aw is not None
+        assert [c["template"]["kind"] for c in aw["spec"]["components"]] == ["Pod", "Service"]
+        assert pod["metadata"]["ownerReferences"][0]["uid"] == aw["metadata"]["uid"]
+        assert not pod["spec"].get("schedulingGates") and pod["status"]["phase"] == "Running"
+        assert pod["spec"]["nodeSelector"]["cloud.example/pool"] == "a100"
+        service = cluster.get(SERVICES, pod["spec"]["subdomain"])
+        assert service is not None and service["spec"]["clusterIP"] == "None"
+        env = resolved_env(pod, store=cluster.api.store)
+        assert env["RANK"] == "0" and env["NNODES"] == "1" and env["WORLD_SIZE"] == "2"
+        assert env["MASTER_ADDR"] == f"{pod['spec']['hostname']}.{pod['spec']['subdomain']}"
+
+
+async def test_the_controller_restarted_between_every_two_steps_still_gets_there(
+    webhook_pki: ServingPki, tmp_path: Path
+) -> None:
+    async with running_cluster(webhook_pki, tmp_path, auto_admit=False) as cluster:
+        await cluster.api.create(VCJOBS, vcjob(workers=2), user=ALICE)
+        await cluster.restart_controller()
+        await cluster.settle()
+        assert cluster.job()["metadata"]["labels"][names.ADOPTION_LABEL] == "adopted"  # type: ignore[index]
+        await cluster.restart_controller()
+        await cluster.sims.kueue.admit(NAMESPACE, "train")
+        await cluster.restart_controller()
+        await cluster.settle()
+
+        pods = cluster.pods()
+        assert len(pods) == 3 and all(p["status"]["phase"] == "Running" for p in pods)
+        await cluster.restart_controller()
+        await cluster.api.delete(VCJOBS, NAMESPACE, "train", user=ALICE)
+        await cluster.restart_controller()
+        await cluster.settle()
+        assert cluster.job() is None and cluster.pods() == []
+        assert cluster.appwrappers() == [], [
+            (a.get("status"), a["metadata"].get("deletionTimestamp")) for a in cluster.appwrappers()
+        ]
+
+
+async def test_five_hundred_jobs_created_at_once_are_each_adopted_once(
+    webhook_pki: ServingPki, tmp_path: Path
+) -> None:
+    import asyncio
+
+    async with running_cluster(webhook_pki, tmp_path, upstream=False) as cluster:
+        gate = asyncio.Semaphore(25)
+
+        async def create(i: int) -> None:
+            async with gate:
+                await cluster.api.create(VCJOBS, vcjob(f"job-{i}", workers=1), user=ALICE)
+
+        await asyncio.gather(*(create(i) for i in range(500)))
+
+        def done() -> bool:
+            if cluster.controller.stats().adopted < 500 or not cluster.controller.idle():
+                return False
+            return cluster.caught_up()
+
+        async with asyncio.timeout(180):
+            while not done():
+                await asyncio.sleep(0.5)
+
+        jobs = cluster.api.store.list(VCJOBS, NAMESPACE)
+        appwrappers = cluster.appwrappers()
+        assert len(jobs) == 500 and len(appwrappers) == 500
+        assert all(j["metadata"]["labels"][names.ADOPTION_LABEL] == "adopted" for j in jobs)
+        owners = {a["metadata"]["annotations"][names.ORIGIN_UID_ANNOTATION] for a in appwrappers}
+        assert owners == {j["metadata"]["uid"] for j in jobs}
+        assert all(names.ADMISSION_GATED_BY_ANNOTATION not in a["metadata"]["annotations"]
+                   for a in appwrappers)  # fmt: skip
+        stats = cluster.controller.stats()
+        assert stats.adopted == 500 and stats.queue_depth == 0

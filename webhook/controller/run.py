@@ -27,7 +27,7 @@ from webhook.controller.events import Recorder
 from webhook.controller.informer import Informer, Obj
 from webhook.controller.reconcile import Counters, Key, Reconciler
 from webhook.controller.workqueue import WorkQueue
-from webhook.kube import APPWRAPPERS, ApiFailure, Kind, KubeClient
+from webhook.kube import APPWRAPPERS, ApiFailure, Conflict, Kind, KubeClient
 from webhook.metrics import ControllerStats
 from webhook.policy import PolicySet
 
@@ -64,7 +64,8 @@ def object_kinds() -> dict[tuple[str, str], Kind]:
 class Settings:
     namespace: str = names.SERVICE_NAMESPACE
     identity: str = field(default_factory=socket.gethostname)
-    workers: int = 4
+    # Reconciles wait on the API, not the CPU: enough of them to keep it busy.
+    workers: int = 16
     # Whole seconds: the Lease stores leaseDurationSeconds as an integer.
     lease_seconds: int = 15
     renew_seconds: int = 10
@@ -218,6 +219,10 @@ class Controller:
             except asyncio.CancelledError:
                 self.queue.done(key)
                 raise
+            except Conflict:
+                # The object changed since the cache saw it: the watch brings the new version
+                # and the step is judged again. Routine, not an error.
+                self.queue.retry(key)
             except ApiFailure as exc:
                 self.errors += 1
                 delay = self.queue.retry(key)
@@ -242,6 +247,11 @@ class Controller:
     def _key(key: Hashable) -> Key:
         assert isinstance(key, tuple) and len(key) == 2
         return str(key[0]), str(key[1])
+
+    @property
+    def informers(self) -> tuple[Informer, ...]:
+        """The watch-backed caches (read-only use: what the controller currently sees)."""
+        return tuple(self._informers.values())
 
     def stats(self) -> ControllerStats:
         counters = self.reconciler.counters
