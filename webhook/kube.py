@@ -17,7 +17,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 from urllib.parse import quote
 
 import orjson
@@ -72,9 +72,13 @@ API_CALLS: Final = (
     (names.APPWRAPPER_GROUP, names.APPWRAPPER_PLURAL, "get"),
     ("authorization.k8s.io", "subjectaccessreviews", "create"),
     (KUEUE_GROUP, "localqueues", "list"),
+    (KUEUE_GROUP, "localqueues", "watch"),
+    (KUEUE_GROUP, "localqueues", "get"),
     (KUEUE_GROUP, "clusterqueues", "get"),
     (KUEUE_GROUP, "resourceflavors", "get"),
     ("", "namespaces", "get"),
+    ("", "namespaces", "list"),
+    ("", "namespaces", "watch"),
 )
 # The adopt-mode controller: watches, adopts, releases, reports, and holds its Lease.
 CONTROLLER_CALLS: Final = (
@@ -393,6 +397,14 @@ class Api:
             await stream.close()  # type: ignore[no-untyped-call]
 
 
+class Cache(Protocol):
+    """A watch-backed copy of one resource (``webhook.informer.Informer``)."""
+
+    synced: asyncio.Event
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+
 @dataclass
 class _Cached:
     value: Any
@@ -421,6 +433,13 @@ class KubeClient(Api):
             "rf": queue_ttl,
         }
         self._cache: dict[tuple[str, str], _Cached] = {}
+        self._namespaces: Cache | None = None
+        self._local_queues: Cache | None = None
+
+    def use_caches(self, *, namespaces: Cache | None, local_queues: Cache | None) -> None:
+        """Answer namespace labels and LocalQueue lookups from watch-backed caches once they
+        have listed (before that, and without them, each miss is one API call)."""
+        self._namespaces, self._local_queues = namespaces, local_queues
 
     @classmethod
     async def connect(cls, kubeconfig: str | None, **kwargs: Any) -> KubeClient:
@@ -489,6 +508,9 @@ class KubeClient(Api):
         return value
 
     async def namespace_labels(self, namespace: str, *, timeout: float) -> dict[str, str]:
+        if self._namespaces is not None and self._namespaces.synced.is_set():
+            cached = self._namespaces.get("", namespace) or {}
+            return dict((cached.get("metadata") or {}).get("labels") or {})
         hit = self._cached("ns", namespace)
         if hit is not None:
             labels: dict[str, str] = hit.value
@@ -521,7 +543,7 @@ class KubeClient(Api):
                 )
         return self._store("disc", KUEUE_GROUP, version)  # type: ignore[no-any-return]
 
-    async def _local_queues(
+    async def _local_queues_listed(
         self, namespace: str, version: str, *, timeout: float
     ) -> dict[str, Any]:
         kind = Kind(KUEUE_GROUP, version, "localqueues", "LocalQueue")
@@ -544,10 +566,28 @@ class KubeClient(Api):
         version = await self.kueue_version(timeout=timeout)
         if version is None:
             return None
+        return await self._local_queue(namespace, queue, version, timeout=timeout) is not None
+
+    async def _local_queue(
+        self, namespace: str, queue: str, version: str, *, timeout: float
+    ) -> dict[str, Any] | None:
+        """The LocalQueue from the watch-backed cache; a miss there is confirmed with one GET
+        (a queue created a moment ago may not have reached the cache yet). Without the cache,
+        the namespace's queues are listed and kept for a while."""
+        if self._local_queues is not None and self._local_queues.synced.is_set():
+            found = self._local_queues.get(namespace, queue)
+            if found is not None:
+                return found
+            kind = Kind(KUEUE_GROUP, version, "localqueues", "LocalQueue")
+            try:
+                return await self.get(kind, namespace, queue, timeout=timeout)
+            except ApiFailure as exc:
+                exc.call = "get localqueue"
+                raise
         hit = self._cached("lq", namespace)
         if hit is not None and queue in hit.value:
-            return True
-        return queue in await self._local_queues(namespace, version, timeout=timeout)
+            return hit.value[queue]  # type: ignore[no-any-return]
+        return (await self._local_queues_listed(namespace, version, timeout=timeout)).get(queue)
 
     async def refusal(
         self, namespace: str, components: list[dict[str, Any]], *, timeout: float
@@ -588,11 +628,8 @@ class KubeClient(Api):
         version = await self.kueue_version(timeout=timeout)
         if version is None:
             return None
-        hit = self._cached("lq", namespace)
-        queues = hit.value if hit is not None and queue in hit.value else None
-        if queues is None:
-            queues = await self._local_queues(namespace, version, timeout=timeout)
-        cluster_queue = str(((queues.get(queue) or {}).get("spec") or {}).get("clusterQueue") or "")
+        local_queue = await self._local_queue(namespace, queue, version, timeout=timeout)
+        cluster_queue = str(((local_queue or {}).get("spec") or {}).get("clusterQueue") or "")
         if not cluster_queue:
             return None
         found = await self._cluster_scoped("cq", "clusterqueues", version, cluster_queue,

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from webhook import admission, certs, durations, names, policy, policyfiles, review
+from webhook import admission, certs, durations, kube, names, policy, policyfiles, review
 from webhook.kube import KubeClient, NoConfiguration
 from webhook.metrics import Metrics
 from webhook.policy import PolicyError, PolicySet
@@ -335,6 +335,28 @@ async def _connect(kubeconfig: str | None) -> KubeClient | None:
         return None
 
 
+async def _follow_caches(cluster: KubeClient) -> list[asyncio.Task[None]]:
+    """Namespaces and LocalQueues followed by watches, so that admission reads them locally."""
+    from webhook.informer import Informer
+
+    def ignore(old: object, new: object) -> None:
+        return None
+
+    namespaces = Informer(cluster, kube.NAMESPACES, ignore)
+    local_queues = None
+    try:
+        version = await cluster.kueue_version(timeout=10.0)
+    except kube.ApiFailure as exc:
+        log.warning("Kueue not discovered; LocalQueues are looked up per request",
+                    extra={"fields": {"error": str(exc)}})  # fmt: skip
+        version = None
+    if version is not None:
+        kind = kube.Kind(kube.KUEUE_GROUP, version, "localqueues", "LocalQueue")
+        local_queues = Informer(cluster, kind, ignore)
+    cluster.use_caches(namespaces=namespaces, local_queues=local_queues)
+    return [asyncio.create_task(i.run()) for i in (namespaces, local_queues) if i is not None]
+
+
 async def _run_controller(state: State, options: Options) -> None:
     """The adopt-mode controller beside the webhooks; it competes for the Lease itself."""
     from webhook.controller import Controller, Settings, own_namespace
@@ -364,6 +386,8 @@ class Options:
     use_cluster: bool = True
     # Run the adopt-mode controller (SPEC section 11) whenever there is API access.
     controller: bool = True
+    # Follow namespaces and LocalQueues with watches (else one API call per cache miss).
+    watch_caches: bool = True
     controller_namespace: str | None = None
     controller_identity: str | None = None
     reload_interval: float = 5.0
@@ -444,6 +468,8 @@ async def start(options: Options) -> Running:
         asyncio.create_task(_every(options.reload_interval, lambda: reload_policies(state))),
         asyncio.create_task(_every(options.reload_interval, lambda: reload_certificates(state))),
     ]
+    if options.watch_caches and state.cluster is not None:
+        tasks += await _follow_caches(state.cluster)
     if options.controller and state.cluster is not None:
         tasks.append(asyncio.create_task(_run_controller(state, options)))
     running = Running(state, options, runner, metrics_runner, site, tasks)

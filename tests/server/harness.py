@@ -116,6 +116,7 @@ async def start_cluster(
     options = server.Options(
         host="127.0.0.1", port=0, metrics_port=0, cert_dir=cert_dir, policy_path=policy_dir,
         kubeconfig=str(kubeconfig), reload_interval=0.2, drain_timeout=5.0, controller=False,
+        watch_caches=False,
     )  # fmt: skip
     running = await server.start(options)
     configurations = webhook_configurations()

@@ -24,9 +24,9 @@ from typing import Any
 from webhook import adoption, kinds, names, objects
 from webhook.controller import leader
 from webhook.controller.events import Recorder
-from webhook.controller.informer import Informer, Obj
 from webhook.controller.reconcile import Counters, Key, Reconciler
 from webhook.controller.workqueue import WorkQueue
+from webhook.informer import Informer, Obj
 from webhook.kube import APPWRAPPERS, ApiFailure, Conflict, Kind, KubeClient
 from webhook.metrics import ControllerStats
 from webhook.policy import PolicySet
