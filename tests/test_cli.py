@@ -15,6 +15,9 @@ from webhook import cli
 
 REPO = Path(__file__).resolve().parents[1]
 POLICIES = str(REPO / "policies")
+# These tests are about the command's mechanics, shown on the AppWrapper (the redirect view);
+# the adopt-mode view has tests of its own below.
+REDIRECT = ("--mode", "Redirect")
 
 
 def _write(tmp_path: Path, *docs, name="in.yaml") -> str:
@@ -35,7 +38,7 @@ BAD = volcano_job("bad").queue("q1").task("w", replicas=2).env("w", "RANK", "1")
 
 
 def test_render_prints_the_appwrapper_and_exits_0(tmp_path, capsys):
-    code, out, err = _run(capsys, "render", _write(tmp_path, GOOD), "--policy", POLICIES)
+    code, out, err = _run(capsys, "render", *REDIRECT, _write(tmp_path, GOOD), "--policy", POLICIES)
     assert code == 0 and err == ""
     docs = list(yaml.safe_load_all(out))
     assert [(d["kind"], d["metadata"]["name"]) for d in docs] == [("AppWrapper", "good")]
@@ -43,7 +46,7 @@ def test_render_prints_the_appwrapper_and_exits_0(tmp_path, capsys):
 
 def test_a_rejection_exits_1_with_one_line_per_violation_on_stderr(tmp_path, capsys):
     bad = BAD.clone().env("w", "NNODES", "7")
-    code, out, err = _run(capsys, "render", _write(tmp_path, bad), "--policy", POLICIES)
+    code, out, err = _run(capsys, "render", *REDIRECT, _write(tmp_path, bad), "--policy", POLICIES)
     assert code == 1 and out == ""
     lines = err.splitlines()
     assert [line.split(": ")[2] for line in lines] == [
@@ -69,13 +72,13 @@ def test_check_of_valid_input_exits_0(tmp_path, capsys):
 
 def test_stdin_is_read_for_dash(capsys, monkeypatch):
     monkeypatch.setattr("sys.stdin", io.StringIO(yaml.safe_dump(GOOD.build())))
-    code, out, _ = _run(capsys, "render", "-", "--policy", POLICIES)
+    code, out, _ = _run(capsys, "render", *REDIRECT, "-", "--policy", POLICIES)
     assert code == 0 and yaml.safe_load(out)["kind"] == "AppWrapper"
 
 
 def test_json_output_is_one_object_for_one_document(tmp_path, capsys):
     code, out, _ = _run(
-        capsys, "render", _write(tmp_path, GOOD), "-o", "json", "--policy", POLICIES
+        capsys, "render", *REDIRECT, _write(tmp_path, GOOD), "-o", "json", "--policy", POLICIES
     )
     assert code == 0 and json.loads(out)["kind"] == "AppWrapper"
 
@@ -83,7 +86,7 @@ def test_json_output_is_one_object_for_one_document(tmp_path, capsys):
 def test_json_output_is_a_list_for_several_documents(tmp_path, capsys):
     other = volcano_job("other").queue("q1")
     path = _write(tmp_path, GOOD, other)
-    code, out, _ = _run(capsys, "render", path, "-o", "json", "--policy", POLICIES)
+    code, out, _ = _run(capsys, "render", *REDIRECT, path, "-o", "json", "--policy", POLICIES)
     value = json.loads(out)
     assert code == 0
     assert (value["kind"], [i["metadata"]["name"] for i in value["items"]]) == (
@@ -95,7 +98,7 @@ def test_json_output_is_a_list_for_several_documents(tmp_path, capsys):
 def test_multi_document_input_renders_every_document_in_order(tmp_path, capsys):
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"}, "data": {"a": "1"}}
     path = _write(tmp_path, GOOD, cm, pod("p").wrap().queue("q1"))
-    code, out, _ = _run(capsys, "render", path, "--policy", POLICIES)
+    code, out, _ = _run(capsys, "render", *REDIRECT, path, "--policy", POLICIES)
     docs = list(yaml.safe_load_all(out))
     assert code == 0
     assert [(d["kind"], d["metadata"]["name"]) for d in docs] == [
@@ -108,13 +111,15 @@ def test_multi_document_input_renders_every_document_in_order(tmp_path, capsys):
 
 def test_a_kubernetes_list_is_expanded(tmp_path, capsys):
     listed = {"apiVersion": "v1", "kind": "List", "items": [GOOD.build()]}
-    code, out, _ = _run(capsys, "render", _write(tmp_path, listed), "--policy", POLICIES)
+    code, out, _ = _run(capsys, "render", *REDIRECT, _write(tmp_path, listed), "--policy", POLICIES)
     assert code == 0 and yaml.safe_load(out)["kind"] == "AppWrapper"
 
 
 def test_namespace_flag_applies_to_objects_without_one(tmp_path, capsys):
     path = _write(tmp_path, volcano_job("j").task("w", replicas=2))
-    code, out, _ = _run(capsys, "render", path, "--namespace", "team-a", "--policy", POLICIES)
+    code, out, _ = _run(
+        capsys, "render", *REDIRECT, path, "--namespace", "team-a", "--policy", POLICIES
+    )
     result = yaml.safe_load(out)
     assert code == 0
     assert result["metadata"]["namespace"] == "team-a"
@@ -123,7 +128,9 @@ def test_namespace_flag_applies_to_objects_without_one(tmp_path, capsys):
 
 def test_the_objects_own_namespace_wins_over_the_flag(tmp_path, capsys):
     path = _write(tmp_path, volcano_job("j", ns="ml").queue("q1"))
-    code, out, _ = _run(capsys, "render", path, "--namespace", "team-a", "--policy", POLICIES)
+    code, out, _ = _run(
+        capsys, "render", *REDIRECT, path, "--namespace", "team-a", "--policy", POLICIES
+    )
     assert code == 0 and yaml.safe_load(out)["metadata"]["namespace"] == "ml"
 
 
@@ -131,14 +138,14 @@ def test_policy_flag_takes_a_single_file(tmp_path, capsys):
     pol = tmp_path / "p.yaml"
     pol.write_text(policy("only").queues(default="from-file").yaml())
     path = _write(tmp_path, volcano_job("j"))
-    code, out, _ = _run(capsys, "render", path, "--policy", str(pol))
+    code, out, _ = _run(capsys, "render", *REDIRECT, path, "--policy", str(pol))
     assert code == 0
     assert yaml.safe_load(out)["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "from-file"
 
 
 def test_an_object_that_is_not_a_candidate_is_printed_unchanged(tmp_path, capsys):
     plain = volcano_job("plain").task("w", replicas=2)
-    code, out, _ = _run(capsys, "render", _write(tmp_path, plain), "--policy", POLICIES)
+    code, out, _ = _run(capsys, "render", *REDIRECT, _write(tmp_path, plain), "--policy", POLICIES)
     assert code == 0 and yaml.safe_load(out) == plain.build()
 
 
@@ -167,13 +174,15 @@ def test_unreadable_input_exits_2_with_a_reason(tmp_path, capsys, content, messa
 def test_a_broken_policy_exits_2(tmp_path, capsys):
     pol = tmp_path / "p.yaml"
     pol.write_text(policy().set(wrap="Sometimes").yaml())
-    code, _, err = _run(capsys, "render", _write(tmp_path, GOOD), "--policy", str(pol))
+    code, _, err = _run(capsys, "render", *REDIRECT, _write(tmp_path, GOOD), "--policy", str(pol))
     assert code == 2 and str(pol) in err and "spec.wrap" in err
 
 
 def test_warnings_are_printed_but_do_not_fail(tmp_path, capsys):
     warned = GOOD.clone().spec(minSuccess=1)
-    code, out, err = _run(capsys, "render", _write(tmp_path, warned), "--policy", POLICIES)
+    code, out, err = _run(
+        capsys, "render", *REDIRECT, _write(tmp_path, warned), "--policy", POLICIES
+    )
     assert code == 0 and out
     assert len(err.splitlines()) == 1
     assert err.startswith("warning: Job default/good: spec.minSuccess: ")
@@ -208,7 +217,7 @@ def test_explain_of_a_file_says_what_happens_to_each_document(tmp_path, capsys):
 
 
 def test_render_explain_reports_on_stderr(tmp_path, capsys):
-    args = ["render", _write(tmp_path, GOOD), "--policy", POLICIES, "--explain"]
+    args = ["render", *REDIRECT, _write(tmp_path, GOOD), "--policy", POLICIES, "--explain"]
     code, out, err = _run(capsys, *args)
     assert code == 0 and out
     assert err.splitlines()[0] == "explain: Job default/good: wrapped into AppWrapper default/good"
@@ -220,7 +229,7 @@ def test_python_dash_m_webhook_works():
     import sys
 
     result = subprocess.run(
-        [sys.executable, "-m", "webhook", "render", "-", "--policy", POLICIES],
+        [sys.executable, "-m", "webhook", "render", *REDIRECT, "-", "--policy", POLICIES],
         input=yaml.safe_dump(GOOD.build()),
         capture_output=True,
         text=True,
@@ -262,7 +271,9 @@ RESEARCH = ["-n", "lab", "-l", "autowrap.io/tier=research", "--policy", POLICIES
 
 
 def test_render_takes_namespace_labels_for_label_selected_policies(tmp_path, capsys):
-    code, out, _ = _run(capsys, "render", _write(tmp_path, volcano_job("j").wrap()), *RESEARCH)
+    code, out, _ = _run(
+        capsys, "render", *REDIRECT, _write(tmp_path, volcano_job("j").wrap()), *RESEARCH
+    )
     labels = yaml.safe_load(out)["metadata"]["labels"]
     assert code == 0 and labels["kueue.x-k8s.io/queue-name"] == "research"
 
@@ -317,14 +328,16 @@ def test_a_policy_the_user_points_at_is_used_silently(tmp_path, capsys, monkeypa
 
 
 def test_render_prints_nothing_when_any_document_is_rejected(tmp_path, capsys):
-    code, out, err = _run(capsys, "render", _write(tmp_path, GOOD, BAD), "--policy", POLICIES)
+    code, out, err = _run(
+        capsys, "render", *REDIRECT, _write(tmp_path, GOOD, BAD), "--policy", POLICIES
+    )
     assert code == 1 and out == ""
     assert "note: nothing printed: 1 of 2 documents are rejected" in err and "--partial" in err
 
 
 def test_render_partial_prints_the_accepted_documents(tmp_path, capsys):
     path = _write(tmp_path, GOOD, BAD)
-    code, out, _ = _run(capsys, "render", path, "--partial", "--policy", POLICIES)
+    code, out, _ = _run(capsys, "render", *REDIRECT, path, "--partial", "--policy", POLICIES)
     assert code == 1
     assert [d["metadata"]["name"] for d in yaml.safe_load_all(out)] == ["good"]
 
@@ -334,7 +347,7 @@ def test_render_partial_prints_the_accepted_documents(tmp_path, capsys):
 
 def test_render_pods_prints_one_row_per_pod_resolved(capsys):
     example = str(REPO / "examples" / "master-worker.yaml")
-    code, out, _ = _run(capsys, "render", "--pods", example, "--policy", POLICIES)
+    code, out, _ = _run(capsys, "render", *REDIRECT, "--pods", example, "--policy", POLICIES)
     rows = [line.split() for line in out.splitlines()]
     assert code == 0
     assert rows[0] == ["Job", "ml/mw-train"]
@@ -356,7 +369,9 @@ def test_render_pods_shows_helper_tasks_outside_the_world(tmp_path, capsys):
         .task("ps", replicas=1)
         .annotate("autowrap.io/exclude-tasks", "ps")
     )
-    code, out, _ = _run(capsys, "render", "--pods", _write(tmp_path, job), "--policy", POLICIES)
+    code, out, _ = _run(
+        capsys, "render", *REDIRECT, "--pods", _write(tmp_path, job), "--policy", POLICIES
+    )
     rows = {line.split()[0]: line.split() for line in out.splitlines()[2:]}
     assert code == 0
     assert rows["j-worker-1"][2:] == ["1", "j-worker-0.j:23456", "2", "4", "8", "no"]
@@ -468,3 +483,25 @@ def test_never_colour_when_not_a_terminal(monkeypatch):
     stream = io.StringIO()
     cli.say(stream, "warning", "x")
     assert stream.getvalue() == "warning: x\n"
+
+
+def test_render_in_adopt_mode_prints_the_stored_object_and_the_appwrapper_to_come(tmp_path, capsys):
+    code, out, _ = _run(capsys, "render", _write(tmp_path, GOOD), "--policy", POLICIES)
+
+    assert code == 0
+    stored, appwrapper = list(yaml.safe_load_all(out))
+    assert stored["kind"] == GOOD.build()["kind"]
+    assert stored["metadata"]["labels"]["autowrap.io/adoption"] == "pending"
+    assert "autowrap.io/adoption" in stored["metadata"]["finalizers"]
+    assert appwrapper["kind"] == "AppWrapper"
+    assert appwrapper["metadata"]["annotations"]["kueue.x-k8s.io/admission-gated-by"]
+
+
+def test_render_pods_in_adopt_mode_shows_every_pod_gated_until_admitted(tmp_path, capsys):
+    example = str(REPO / "examples" / "master-worker.yaml")
+
+    code, out, _ = _run(capsys, "render", "--pods", example, "--policy", POLICIES)
+
+    rows = [line for line in out.splitlines() if line.startswith("mw-train-")]
+    assert code == 0 and len(rows) == 4
+    assert all("yes (autowrap.io/admission)" in row for row in rows)

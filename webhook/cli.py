@@ -14,15 +14,15 @@ import os
 import ssl
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
 import orjson
 import yaml
 
-from webhook import __version__, engine, objects, podview, policyfiles, policytests
-from webhook.policy import PolicyError, PolicySet
+from webhook import __version__, adoption, engine, names, objects, podview, policyfiles, policytests
+from webhook.policy import Mode, PolicyError, PolicySet
 from webhook.summary import Result, Summary, summarize
 
 EXIT_OK, EXIT_REJECTED, EXIT_UNREADABLE = 0, 1, 2
@@ -189,10 +189,24 @@ def _exit_code(evaluated: Sequence[Evaluated], warn_exit_code: int) -> int:
 # --- render ----------------------------------------------------------------------------------
 
 
-def _produced(ev: Evaluated) -> list[dict[str, Any]]:
-    """What the cluster would store for one accepted document. (The place for a ``--mode``
-    choice of view: the AppWrapper of redirect mode, or the object and its AppWrapper.)"""
-    return [ev.outcome.result] if ev.outcome.result is not None else []
+def _produced(ev: Evaluated, context: engine.Context, mode: str) -> list[dict[str, Any]]:
+    """What the cluster would store for one accepted document. A wrap candidate in adopt mode
+    (the policy's ``mode``, unless ``--mode`` says otherwise) is stored itself, prepared, and
+    the controller creates its AppWrapper: both are printed. In redirect mode only the
+    AppWrapper is stored."""
+    outcome = ev.outcome
+    if outcome.result is None:
+        return []
+    if outcome.action is not engine.Action.WRAP or outcome.match is None:
+        return [outcome.result]
+    chosen = Mode(mode) if mode != "policy" else outcome.match.policy.spec.mode
+    if chosen is Mode.REDIRECT:
+        return [outcome.result]
+    return adoption.preview(ev.doc.obj, outcome, replace(context, namespace=ev.namespace))
+
+
+def _adopting(appwrapper: dict[str, Any]) -> bool:
+    return names.ADOPTED_LABEL in objects.labels_of(appwrapper)
 
 
 def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
@@ -212,9 +226,19 @@ def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO
             "or pass --partial to print the accepted documents",
         )
         accepted = []
-    produced = [obj for ev in accepted for obj in _produced(ev)]
+    context = engine.Context(policies=policies, namespace_labels=_labels(args.namespace_label))
+    produced = [obj for ev in accepted for obj in _produced(ev, context, args.mode)]
+    if any(o.get("kind") == "AppWrapper" and _adopting(o) for o in produced) and not args.pods:
+        say(
+            err,
+            "note",
+            "adopt mode: the AppWrapper shown is the one autowrap's controller creates once the "
+            "object exists; submit your own file (kubectl apply -f FILE), not this output",
+        )
     if args.pods:
-        _print_pods(produced, args.namespace or "default", out)
+        # The pods come from the stored object in adopt mode, not from its AppWrapper's copy.
+        running = [o for o in produced if o.get("kind") != "AppWrapper" or not _adopting(o)]
+        _print_pods(running, args.namespace or "default", out)
     else:
         _dump(produced, args.output, out)
     return _exit_code(evaluated, args.warn_exit_code)
@@ -481,6 +505,14 @@ def parser() -> argparse.ArgumentParser:
         choices=("yaml", "json"),
         default="yaml",
         help="output format (default: yaml)",
+    )
+    render.add_argument(
+        "--mode",
+        choices=("policy", "Adopt", "Redirect"),
+        default="policy",
+        help="how wrap candidates are shown: Adopt, the object as stored (prepared) and the "
+        "AppWrapper the controller creates; Redirect, the AppWrapper alone; policy, as the "
+        "matching policy's mode says (default: policy)",
     )
     render.add_argument(
         "--partial",
