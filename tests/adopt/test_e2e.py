@@ -259,3 +259,30 @@ async def test_five_hundred_jobs_created_at_once_are_each_adopted_once(
                    for a in appwrappers)  # fmt: skip
         stats = cluster.controller.stats()
         assert stats.adopted == 500 and stats.queue_depth == 0
+
+
+async def test_the_controllers_work_is_in_the_metrics_beside_the_webhooks(
+    webhook_pki: ServingPki, tmp_path: Path
+) -> None:
+    import aiohttp
+
+    async with running_cluster(webhook_pki, tmp_path) as cluster:
+        await cluster.api.create(VCJOBS, vcjob(workers=1), user=ALICE)
+        await cluster.settle()
+
+        url = f"http://127.0.0.1:{cluster.running.metrics_port}/metrics"
+        async with aiohttp.ClientSession() as session, session.get(url) as answer:
+            text = await answer.text()
+
+        values = {
+            line.split(" ")[0]: float(line.split(" ")[1])
+            for line in text.splitlines()
+            if line and not line.startswith("#")
+        }
+        assert values["autowrap_controller_leading"] == 1
+        assert values["autowrap_adoptions_total"] == 1
+        assert values["autowrap_pod_releases_total"] == 2
+        assert values["autowrap_controller_queue_depth"] == 0
+        assert values["autowrap_controller_reconcile_duration_seconds_count"] >= 1
+        webhook_calls = [k for k in values if k.startswith("autowrap_admission_requests_total{")]
+        assert any('decision="prepared"' in k for k in webhook_calls)
