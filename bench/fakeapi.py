@@ -113,6 +113,56 @@ async def local_queues(request: web.Request) -> web.Response:
     )
 
 
+def _queue_item(ns: str) -> dict[str, object]:
+    return {
+        "apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}",
+        "kind": "LocalQueue",
+        "metadata": {"name": QUEUE, "namespace": ns, "resourceVersion": "1"},
+        "spec": {"clusterQueue": CLUSTER_QUEUE},
+    }
+
+
+def _namespace_item(ns: str) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": ns, "resourceVersion": "1",
+                     "labels": {"kubernetes.io/metadata.name": ns}},
+        "status": {"phase": "Active"},
+    }  # fmt: skip
+
+
+async def _list_or_watch(
+    request: web.Request, kind: str, items: list[dict[str, object]]
+) -> web.StreamResponse:
+    """The all-namespaces list, or a watch that only sends a bookmark: nothing changes here.
+    autowrap serve follows namespaces and LocalQueues with watches (its admission caches)."""
+    if request.query.get("watch") not in ("true", "1"):
+        return _json({"apiVersion": "v1", "kind": f"{kind}List",
+                      "metadata": {"resourceVersion": "1"}, "items": items})  # fmt: skip
+    response = web.StreamResponse(headers={"Content-Type": "application/json"})
+    await response.prepare(request)
+    bookmark = {"type": "BOOKMARK", "object": {"kind": kind, "metadata": {"resourceVersion": "1"}}}
+    await response.write(orjson.dumps(bookmark) + b"\n")
+    # Held for a few seconds only (the client watches again), so that shutting the fake API
+    # down never waits on an open stream.
+    with contextlib.suppress(asyncio.CancelledError, ConnectionError):
+        await asyncio.sleep(min(float(request.query.get("timeoutSeconds", "5")), 5.0))
+    return response
+
+
+async def all_local_queues(request: web.Request) -> web.StreamResponse:
+    request.app[STATS]["localqueues"] += 1
+    items = [_queue_item(ns) for ns in (REDIRECT_NAMESPACE, ADOPT_NAMESPACE)]
+    return await _list_or_watch(request, "LocalQueue", items)
+
+
+async def all_namespaces(request: web.Request) -> web.StreamResponse:
+    request.app[STATS]["namespace"] += 1
+    items = [_namespace_item(ns) for ns in (REDIRECT_NAMESPACE, ADOPT_NAMESPACE)]
+    return await _list_or_watch(request, "Namespace", items)
+
+
 async def cluster_queue(request: web.Request) -> web.Response:
     """A ClusterQueue with one plain flavor: no admission checks (no MultiKueue)."""
     request.app[STATS]["clusterqueues"] += 1
@@ -217,6 +267,8 @@ def build_app() -> web.Application:
     app.router.add_get(f"/apis/{KUEUE_GROUP}/{{version}}/clusterqueues/{{name}}", cluster_queue)
     app.router.add_get(f"/apis/{KUEUE_GROUP}/{{version}}/resourceflavors/{{name}}", resource_flavor)
     app.router.add_get("/api/v1/namespaces/{ns}", namespace)
+    app.router.add_get("/api/v1/namespaces", all_namespaces)
+    app.router.add_get(f"/apis/{KUEUE_GROUP}/{{version}}/localqueues", all_local_queues)
     app.router.add_post("/apis/authorization.k8s.io/v1/subjectaccessreviews", subject_access_review)
     app.router.add_post(
         f"/apis/{names.APPWRAPPER_GROUP}/{names.APPWRAPPER_VERSION}/namespaces/{{ns}}/"
