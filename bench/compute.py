@@ -17,8 +17,9 @@ from typing import Any
 import orjson
 
 from bench.payloads import Payload
-from webhook import admission, engine, policyfiles
-from webhook.kube import Identity
+from webhook import admission, engine
+from webhook.shell import policyfiles
+from webhook.shell.kube import Identity
 
 
 class InstantCluster:

@@ -62,8 +62,9 @@ from tests.support.cluster.resources import (
     Resource,
 )
 from tests.support.cluster.store import Store
-from webhook import adoption, engine, names, policyfiles
+from webhook import adoption, engine, names
 from webhook.policy import PolicySet
+from webhook.shell import policyfiles
 
 Obj = dict[str, Any]
 NAMESPACE = policies.ADOPT_NAMESPACE

@@ -1,4 +1,4 @@
-"""A minimal Kubernetes API for admission: only the calls ``webhook/kube.py`` makes for it.
+"""A minimal Kubernetes API for admission: only the calls ``webhook/shell/kube.py`` makes for it.
 
 It runs in its own process (``python -m bench.fakeapi``) on plain HTTP on loopback, so that
 autowrap's real client stack (the official client's asyncio API, ``kubernetes.aio``, over

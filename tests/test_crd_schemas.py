@@ -9,7 +9,8 @@ import yaml
 
 from tests import schemas
 from tests.builders import appwrapper, context, pod, policy, volcano_job
-from webhook import engine, policyfiles
+from webhook import engine
+from webhook.shell import policyfiles
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from webhook import adoption, builder, engine, names, objects, patches, review
-from webhook.kube import AlreadyExists, ApiFailure, Identity
 from webhook.plumbing import pods
 from webhook.policy import Mode, PolicySet
+from webhook.shell.kube import AlreadyExists, ApiFailure, Identity
 
 Webhook = Literal["mutate", "validate"]
 
@@ -43,7 +43,7 @@ def usable_budget(timeout: float | None) -> float:
 
 
 class Cluster(Protocol):
-    """What admission needs from the API (``webhook.kube.KubeClient`` in the server)."""
+    """What admission needs from the API (``webhook.shell.kube.KubeClient`` in the server)."""
 
     async def create_appwrapper(
         self, namespace: str, body: dict[str, Any], *, dry_run: bool, timeout: float

@@ -21,8 +21,9 @@ from typing import Any, TextIO
 import orjson
 import yaml
 
-from webhook import __version__, adoption, engine, names, objects, podview, policyfiles, policytests
+from webhook import __version__, adoption, engine, names, objects, podview, policytests
 from webhook.policy import Mode, PolicyError, PolicySet
+from webhook.shell import policyfiles
 from webhook.summary import Result, Summary, summarize
 
 EXIT_OK, EXIT_REJECTED, EXIT_UNREADABLE = 0, 1, 2
@@ -416,13 +417,13 @@ def cmd_test(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) 
 
 
 def cmd_serve(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
-    from webhook import server
+    from webhook.shell import server
 
     return server.main(args)
 
 
 def cmd_certs(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
-    from webhook import certs
+    from webhook.shell import certs
 
     return certs.main(args, out)
 

@@ -20,7 +20,8 @@ from tests.support.cluster.resources import ALL, APPWRAPPERS, EVENTS, LOCALQUEUE
 from tests.support.pki import ServingPki
 from tests.support.policies import in_mode
 from tests.support.sim import Simulators, simulated
-from webhook import names, server
+from webhook import names
+from webhook.shell import server
 
 Obj = dict[str, Any]
 NAMESPACE = "ml"

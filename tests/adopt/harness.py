@@ -20,7 +20,7 @@ from tests.support.cluster.cluster import FakeCluster
 from tests.support.cluster.resources import APPWRAPPERS, EVENTS, LOCALQUEUES, PODS, VCJOBS
 from webhook import adoption, engine, names
 from webhook.controller import Controller, Settings
-from webhook.kube import KubeClient
+from webhook.shell.kube import KubeClient
 
 T = TypeVar("T")
 Obj = dict[str, Any]

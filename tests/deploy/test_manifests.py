@@ -755,7 +755,7 @@ async def test_adopt_mode_runs_through_the_rendered_webhooks(
     from tests.support.cluster.cluster import FakeCluster
     from tests.support.cluster.resources import LOCALQUEUES, PODS, VCJOBS
     from tests.support.policies import in_mode
-    from webhook import server
+    from webhook.shell import server
 
     configurations = tuple(o for o in render("base") if o["kind"] in WEBHOOK_CONFIGURATIONS)
     emulator = ApiserverEmulator(
@@ -993,7 +993,7 @@ LEASES = ("coordination.k8s.io", "leases")
 def test_autowrap_may_make_exactly_the_api_calls_the_server_makes() -> None:
     # Admission, the adopt-mode controller and the AppWrapper operator's component check
     # (kube.RBAC): the ClusterRole and the Lease Role together grant exactly these.
-    kube = importlib.import_module("webhook.kube")
+    kube = importlib.import_module("webhook.shell.kube")
     expected = {("" if g == "core" else g, r, v) for g, r, v in kube.RBAC}
     grants = rbac_grants(render("base"), names.SERVICE_NAMESPACE, names.SERVICE_NAME)
     assert {(g, r, v) for g, r, v, _, _ in grants} == expected

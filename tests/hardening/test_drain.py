@@ -23,7 +23,8 @@ from tests.hardening.scenarios import (
 )
 from tests.support.fakekube import FakeKube
 from tests.support.pki import ServingPki
-from webhook import names, server
+from webhook import names
+from webhook.shell import server
 
 IN_FLIGHT = 6
 SLOW_API = 2.0

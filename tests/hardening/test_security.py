@@ -28,7 +28,8 @@ from tests.hardening.scenarios import (
 )
 from tests.server.harness import NAMESPACE, Cluster
 from tests.support.apiserver import UserInfo
-from webhook import names, server
+from webhook import names
+from webhook.shell import server
 
 SECRET = "SECRET-VALUE-123"
 NOTE = "note-7f3a9c-unique-annotation-text"

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from tests.builders import policy, policy_set
-from webhook import policyfiles
 from webhook.policy import PolicyError, build, parse
+from webhook.shell import policyfiles
 
 REPO = Path(__file__).resolve().parents[2]
 

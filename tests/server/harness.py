@@ -19,7 +19,8 @@ from tests.support.apiserver import AdmissionResult, ApiserverEmulator, UserInfo
 from tests.support.fakekube import FakeKube
 from tests.support.pki import ServingPki
 from tests.support.policies import in_mode
-from webhook import names, server
+from webhook import names
+from webhook.shell import server
 
 REPO = Path(__file__).resolve().parents[2]
 NAMESPACE = "ml"

@@ -13,8 +13,9 @@ from cryptography import x509
 
 from tests.server.harness import webhook_configurations
 from tests.support.fakekube import FakeKube
-from webhook import certs, names, selfmanaged
-from webhook.kube import CertificateStore, sync_api_client
+from webhook import names
+from webhook.shell import certs, selfmanaged
+from webhook.shell.kube import CertificateStore, sync_api_client
 
 SECRET = "autowrap-serving-cert"
 CONFIGURATIONS = "autowrap-mutating,autowrap-validating"

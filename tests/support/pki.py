@@ -3,7 +3,7 @@
 kube-apiserver trusts a webhook only through the ``caBundle`` of its configuration and checks
 the serving certificate against the service DNS name ``<svc>.<ns>.svc``; reproducing that
 needs a real CA and a real serving certificate, not ``ssl.CERT_NONE``. The certificates are
-the ones ``autowrap certs`` makes (``webhook.certs``), so the tests exercise the product's own
+the ones ``autowrap certs`` makes (``webhook.shell.certs``), so the tests exercise the product's own
 PKI; this module only keeps the CA in memory, so tests can issue and rotate serving pairs.
 """
 
@@ -17,8 +17,8 @@ from pathlib import Path
 
 from cryptography import x509
 
-from webhook import certs
 from webhook.names import SERVICE_NAME, SERVICE_NAMESPACE
+from webhook.shell import certs
 
 CA_CERT_FILE = certs.CA_CERT
 CERT_FILE = certs.TLS_CERT

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from webhook.kube import EVENTS, Api, ApiFailure
+from webhook.shell.kube import EVENTS, Api, ApiFailure
 
 log = logging.getLogger("autowrap")
 

@@ -17,7 +17,8 @@ from typing import Any
 
 from webhook import adoption, builder, engine, names, objects
 from webhook.controller.events import Recorder
-from webhook.kube import (
+from webhook.policy import PolicySet
+from webhook.shell.kube import (
     APPWRAPPERS,
     JSON_PATCH,
     AlreadyExists,
@@ -26,7 +27,6 @@ from webhook.kube import (
     Kind,
     KubeClient,
 )
-from webhook.policy import PolicySet
 
 log = logging.getLogger("autowrap")
 

@@ -26,10 +26,10 @@ from webhook.controller import leader
 from webhook.controller.events import Recorder
 from webhook.controller.reconcile import Counters, Key, Reconciler
 from webhook.controller.workqueue import WorkQueue
-from webhook.informer import Informer, Obj
-from webhook.kube import APPWRAPPERS, ApiFailure, Conflict, Kind, KubeClient
-from webhook.metrics import ControllerStats
 from webhook.policy import PolicySet
+from webhook.shell.informer import Informer, Obj
+from webhook.shell.kube import APPWRAPPERS, ApiFailure, Conflict, Kind, KubeClient
+from webhook.shell.metrics import ControllerStats
 
 log = logging.getLogger("autowrap")
 

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from webhook.kube import Api, Gone, Kind
+from webhook.shell.kube import Api, Gone, Kind
 
 log = logging.getLogger("autowrap")
 

@@ -398,7 +398,7 @@ class Api:
 
 
 class Cache(Protocol):
-    """A watch-backed copy of one resource (``webhook.informer.Informer``)."""
+    """A watch-backed copy of one resource (``webhook.shell.informer.Informer``)."""
 
     synced: asyncio.Event
 

@@ -24,10 +24,11 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from webhook import admission, certs, durations, kube, names, policy, policyfiles, review
-from webhook.kube import KubeClient, NoConfiguration
-from webhook.metrics import Metrics
+from webhook import admission, durations, names, policy, review
 from webhook.policy import PolicyError, PolicySet
+from webhook.shell import certs, kube, policyfiles
+from webhook.shell.kube import KubeClient, NoConfiguration
+from webhook.shell.metrics import Metrics
 
 log = logging.getLogger("autowrap")
 
@@ -337,7 +338,7 @@ async def _connect(kubeconfig: str | None) -> KubeClient | None:
 
 async def _follow_caches(cluster: KubeClient) -> list[asyncio.Task[None]]:
     """Namespaces and LocalQueues followed by watches, so that admission reads them locally."""
-    from webhook.informer import Informer
+    from webhook.shell.informer import Informer
 
     def ignore(old: object, new: object) -> None:
         return None
@@ -501,7 +502,7 @@ def _run_loop(main: Coroutine[Any, Any, None]) -> None:
 def main(args: Namespace) -> int:
     configure_logging()
     if args.self_managed_certs:
-        from webhook import selfmanaged
+        from webhook.shell import selfmanaged
 
         try:
             selfmanaged.prepare(args)

@@ -16,8 +16,9 @@ from pathlib import Path
 
 from cryptography import x509
 
-from webhook import certs, names
-from webhook.kube import CertificateStore, sync_api_client
+from webhook import names
+from webhook.shell import certs
+from webhook.shell.kube import CertificateStore, sync_api_client
 
 log = logging.getLogger("autowrap")
 RENEW_BEFORE = datetime.timedelta(days=30)
