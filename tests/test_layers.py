@@ -24,6 +24,7 @@ ENGINE = [
     "patches.py",
     "podview.py",
     "summary.py",
+    "status.py",
     "policytests.py",
     "kinds",
     "plumbing",

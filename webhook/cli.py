@@ -428,6 +428,31 @@ def cmd_certs(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO)
     return certs.main(args, out)
 
 
+def cmd_status(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
+    import asyncio
+
+    from webhook import status
+    from webhook.shell import follow, kube
+
+    kind_name, _, name = args.object.partition("/")
+    kind = follow.KINDS.get(kind_name.lower())
+    if kind is None or not name:
+        raise InputError(
+            f"{args.object!r}: give KIND/NAME with KIND one of vcjob (job), pod, appwrapper"
+        )
+    try:
+        fetched = asyncio.run(follow.run(args.kubeconfig, kind, args.namespace, name))
+    except (follow.NotFound, kube.ApiFailure, kube.NoConfiguration) as exc:
+        say(err, "error", str(exc))
+        return EXIT_REJECTED
+    report = status.report(fetched)
+    if args.output == "json":
+        out.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        out.write(status.render(report))
+    return EXIT_OK
+
+
 # --- the parser ------------------------------------------------------------------------------
 
 
@@ -587,6 +612,27 @@ def parser() -> argparse.ArgumentParser:
         "--metrics-port", type=int, default=8080, help="plain HTTP metrics port (default: 8080)"
     )
     serve.add_argument(
+        "--metrics-host",
+        default="0.0.0.0",
+        metavar="ADDR",
+        help="address the metrics port listens on; 127.0.0.1 keeps it inside the pod "
+        "(default: 0.0.0.0)",
+    )
+    serve.add_argument(
+        "--metrics-auth",
+        action="store_true",
+        help="answer /metrics only to bearer tokens the cluster authenticates (TokenReview) "
+        "and allows get on the non-resource URL /metrics (SubjectAccessReview) "
+        "(default: off)",
+    )
+    serve.add_argument(
+        "--client-ca-file",
+        metavar="PATH",
+        help="require on /mutate and /validate a client certificate issued by a CA in this PEM "
+        "file, reloaded when it changes; /healthz and /readyz stay open for probes "
+        "(default: none, any caller)",
+    )
+    serve.add_argument(
         "--self-managed-certs",
         action="store_true",
         help="keep the serving certificate in a Secret and the webhook "
@@ -604,6 +650,13 @@ def parser() -> argparse.ArgumentParser:
         metavar="A,B",
         help="the webhook configurations whose caBundle --self-managed-certs keeps current "
         "(default: autowrap-mutating,autowrap-validating)",
+    )
+    serve.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default="info",
+        help="least severe log lines written; debug adds tracebacks to internal errors "
+        "(default: info, one line per admission request)",
     )
     serve.add_argument(
         "--no-controller",
@@ -630,6 +683,25 @@ def parser() -> argparse.ArgumentParser:
     )
     certs.add_argument("--out", required=True, metavar="DIR", help="output directory (required)")
     certs.set_defaults(handler=cmd_certs)
+
+    follow = sub.add_parser(
+        "status",
+        help="Follow a job: its AppWrapper, Kueue Workload, pods and last Events.",
+        description="Show the chain from an object to its pods: the object (adoption, status), "
+        "its AppWrapper (phase, conditions, retries), Kueue's Workload (LocalQueue, ClusterQueue "
+        "and flavor, or why it is not admitted), its pods by state and the last Events. Reads "
+        "with your own kubeconfig. Also `kubectl autowrap status` as a kubectl plugin.",
+    )
+    follow.add_argument(
+        "object", metavar="KIND/NAME", help="vcjob/NAME, pod/NAME or appwrapper/NAME"
+    )
+    follow.add_argument("--namespace", "-n", default="default", metavar="NS",
+                        help="the object's namespace (default: default)")  # fmt: skip
+    follow.add_argument("--kubeconfig", metavar="PATH",
+                        help="default: $KUBECONFIG, else ~/.kube/config")  # fmt: skip
+    follow.add_argument("-o", "--output", choices=("text", "json"), default="text",
+                        help="output format (default: text)")  # fmt: skip
+    follow.set_defaults(handler=cmd_status)
     return top
 
 
