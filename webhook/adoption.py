@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from webhook import engine, kinds, names, objects
+from webhook import audit, engine, kinds, names, objects
 from webhook.objects import Obj, as_list, as_map
 from webhook.policy import PolicySpec
 from webhook.workload import KindAdapter
@@ -35,35 +35,30 @@ ACTIVE_PHASES = frozenset({"", "Suspended", "Resuming", "Running"})
 # --- admission: CREATE ---------------------------------------------------------------------------
 
 
-def prepare(obj: Mapping[str, Any], outcome: engine.Outcome, *, user: str) -> Obj:
-    """The object as admission stores it in adopt mode; ``outcome`` is the engine's WRAP outcome
-    for the same object (it names the AppWrapper and the queue, and holds the findings).
+def prepare(obj: Mapping[str, Any], target: engine.Candidate | engine.Outcome, *, user: str) -> Obj:
+    """The object as admission stores it in adopt mode. ``target`` names the AppWrapper and
+    the queue: the engine's ``wrap_candidate`` (the webhook's fast path) or its WRAP outcome.
 
     A Pod's queue label is removed (Kueue's own pod webhook would queue the Pod a second time)
     and the chosen queue kept in an annotation; a Volcano Job keeps its labels, since Kueue
-    never reads Volcano Jobs.
+    never reads Volcano Jobs. Nothing of ``obj`` is written: the maps on the way to each change
+    are copied and the rest shared, so the patch diff skips untouched parts.
     """
-    assert outcome.action is engine.Action.WRAP and outcome.result is not None
-    assert outcome.match is not None
-    adapter = kinds.find(obj.get("apiVersion"), obj.get("kind"))
-    assert adapter is not None
-    appwrapper = outcome.result
-    aw_name = objects.name_of(appwrapper)
-    queue = objects.labels_of(appwrapper).get(names.QUEUE_LABEL, "")
-
-    result = objects.deep_copy(dict(obj))
+    candidate = _as_candidate(obj, target)
+    aw_name = candidate.appwrapper_name
+    result = dict(obj)
     metadata = objects.own_map(result, "metadata")
     if not objects.name_of(result):
         # A generateName object has no name before storage, yet the AppWrapper's name (carried
         # by every pod template) and MASTER_ADDR derive from it: name it now, as redirect does.
-        metadata["name"] = _component_name(appwrapper) or aw_name
+        metadata["name"] = aw_name
         metadata.pop("generateName", None)
-    result = _adopted_templates(result, adapter, outcome.match.policy.spec, aw_name)
+    result = _adopted_templates(result, candidate.adapter, candidate.match.policy.spec, aw_name)
     metadata = objects.own_map(result, "metadata")
     objects.own_map(metadata, "labels")[names.ADOPTION_LABEL] = names.ADOPTION_PENDING
     annotations = objects.own_map(metadata, "annotations")
-    if queue:
-        annotations[names.QUEUE_ANNOTATION] = queue
+    if candidate.queue:
+        annotations[names.QUEUE_ANNOTATION] = candidate.queue
     if user:
         annotations[names.REQUESTED_BY_ANNOTATION] = user
     finalizers = [f for f in as_list(metadata.get("finalizers")) if f != names.ADOPTION_FINALIZER]
@@ -71,23 +66,37 @@ def prepare(obj: Mapping[str, Any], outcome: engine.Outcome, *, user: str) -> Ob
     return result
 
 
-def _component_name(appwrapper: Mapping[str, Any]) -> str:
-    components = as_list(as_map(appwrapper.get("spec")).get("components"))
-    return objects.name_of(as_map(as_map(components[0]).get("template"))) if components else ""
+def _as_candidate(
+    obj: Mapping[str, Any], target: engine.Candidate | engine.Outcome
+) -> engine.Candidate:
+    if isinstance(target, engine.Candidate):
+        return target
+    assert target.action is engine.Action.WRAP and target.result is not None
+    assert target.match is not None
+    adapter = kinds.find(obj.get("apiVersion"), obj.get("kind"))
+    assert adapter is not None
+    queue = objects.labels_of(target.result).get(names.QUEUE_LABEL, "")
+    return engine.Candidate(adapter, target.match, objects.name_of(target.result), queue)
 
 
 def _adopted_templates(obj: Obj, adapter: KindAdapter, policy: PolicySpec, aw_name: str) -> Obj:
     """Plumbing, then the gate, the AppWrapper label and the podSet index on every template."""
-    plumbed = engine.plumb(obj, adapter, policy).result
-    result = objects.deep_copy(plumbed)
+    result = engine.plumb(obj, adapter, policy).result
     for index, group in enumerate(adapter.pod_groups(result)):
         template = objects.get(result, group.template_path)
-        if isinstance(template, dict):
-            _gate_template(template, aw_name, index)
+        if not isinstance(template, dict):
+            continue
+        gated = dict(template)
+        _gate_template(gated, aw_name, index)
+        if group.template_path.parts:
+            objects.put(result, group.template_path, gated)
+        else:
+            result = gated
     return result
 
 
 def _gate_template(template: dict[str, Any], aw_name: str, podset: int) -> None:
+    """Writes into ``template`` (the caller's own shallow copy) and maps it copies."""
     metadata = objects.own_map(template, "metadata")
     labels = objects.own_map(metadata, "labels")
     labels.pop(names.QUEUE_LABEL, None)
@@ -285,6 +294,7 @@ def plan(stored: Mapping[str, Any], context: engine.Context) -> Plan:
     # Kueue queues a Workload that carries this but never admits it (Kueue >= 0.19,
     # pkg/workload/workload.go:1282-1299): the hold until the object's ownerReference is set.
     aw_annotations[names.ADMISSION_GATED_BY_ANNOTATION] = names.ADOPTION_FINALIZER
+    audit.annotate(appwrapper, audit.audited(outcome))
     return Plan(appwrapper, (), verdict.warnings)
 
 

@@ -235,24 +235,61 @@ def declared_podsets(groups: Sequence[PodGroup]) -> list[dict[str, Any]]:
 # --- wrapping a candidate ----------------------------------------------------------------------
 
 
+def _chosen_queue(obj: Mapping[str, Any], policy: PolicySpec) -> str:
+    return (
+        objects.labels_of(obj).get(names.QUEUE_LABEL)
+        or objects.annotations_of(obj).get(names.QUEUE_ANNOTATION)
+        or policy.queue.default
+        or ""
+    )
+
+
+def _appwrapper_name(obj: Mapping[str, Any], context: Context, spec_hash: str) -> str:
+    # A named object's AppWrapper name depends on its namespace and name only, so a retried
+    # request (the apiserver gives every attempt a new uid) finds the same AppWrapper.
+    seed = context.namespace if objects.name_of(obj) else (context.uid or spec_hash)
+    return builder.appwrapper_name(obj, seed=seed)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A wrap candidate and what naming and queueing it take, known before (and without)
+    building its AppWrapper: all that adopt-mode admission needs to prepare the object."""
+
+    adapter: KindAdapter
+    match: Match
+    appwrapper_name: str
+    queue: str
+
+
+def wrap_candidate(obj: object, context: Context) -> Candidate | None:
+    """The candidate's naming and queueing, or None when ``admit`` would not wrap ``obj`` (or
+    when naming needs the AppWrapper's spec hash: an unnamed object without a request uid)."""
+    if not isinstance(obj, Mapping):
+        return None
+    adapter = kinds.find(obj.get("apiVersion"), obj.get("kind"))
+    if adapter is None:
+        return None
+    match = context.policies.match(context.namespace, context.namespace_labels)
+    if match is None or _not_a_candidate(obj, adapter, match, context):
+        return None
+    if not objects.name_of(obj) and not context.uid:
+        return None
+    name = _appwrapper_name(obj, context, "")
+    return Candidate(adapter, match, name, _chosen_queue(obj, match.policy.spec))
+
+
 def wrap(
     obj: Obj, adapter: KindAdapter, match: Match, context: Context, *, check: bool = True
 ) -> Outcome:
     """The AppWrapper for a wrap candidate under the matched policy, with its findings."""
     policy = match.policy.spec
     labels = objects.labels_of(obj)
-    chosen_queue = (
-        labels.get(names.QUEUE_LABEL)
-        or objects.annotations_of(obj).get(names.QUEUE_ANNOTATION)
-        or policy.queue.default
-    )
+    chosen_queue = _chosen_queue(obj, policy)
     groups = adapter.pod_groups(obj)
     component = builder.clean(obj, [g.template_path for g in groups])
     spec_hash = objects.canonical_hash({"component": component, "queue": chosen_queue})
-    # A named object's AppWrapper name depends on its namespace and name only, so a retried
-    # request (the apiserver gives every attempt a new uid) finds the same AppWrapper.
-    seed = context.namespace if objects.name_of(obj) else (context.uid or spec_hash)
-    name = builder.appwrapper_name(obj, seed=seed)
+    name = _appwrapper_name(obj, context, spec_hash)
     if not objects.name_of(component):
         metadata = objects.own_map(component, "metadata")
         metadata["name"] = name
