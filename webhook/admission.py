@@ -104,7 +104,13 @@ class Record:
     api_errors: list[str] = field(default_factory=list)
 
     def as_log(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if v not in ("", [], 0) or k == "code"}
+        """The request line's fields: empty ones left out, but never the code or the count of
+        warnings the answer carried."""
+        return {
+            k: v
+            for k, v in self.__dict__.items()
+            if v not in ("", [], 0) or k in ("code", "warnings")
+        }
 
 
 @dataclass
@@ -360,6 +366,7 @@ async def _wrap(
     rec.decision = (
         "wrapped-dry-run" if request.dry_run else ("rewrapped" if repeated else "wrapped")
     )
+    rec.warnings = len(verdict.warnings)
     return review.deny(
         request.uid,
         _redirect_message(request, appwrapper, ns, aw_name),

@@ -226,6 +226,8 @@ class Api:
 
     def __init__(self, api_client: Any) -> None:
         self._api_client = api_client
+        # Told of every call ``request`` makes: (call, HTTP status or None, seconds).
+        self.observe: Callable[[str, int | None, float], None] | None = None
 
     @classmethod
     async def connect(cls, kubeconfig: str | None) -> Api:
@@ -251,6 +253,7 @@ class Api:
         if timeout <= 0:
             raise ApiFailure(call, None, "no time left in the budget")
         headers = {"Accept": "application/json", "Content-Type": content_type}
+        started, status = time.perf_counter(), None
         try:
             serialized = self._api_client.param_serialize(
                 method=method, resource_path=path, query_params=list((query or {}).items()),
@@ -266,6 +269,7 @@ class Api:
                 ),
                 timeout,
             )  # fmt: skip
+            status = response.status
             data = await response.read()
         except TimeoutError:
             raise ApiFailure(call, None, f"no answer within {timeout:.1f}s") from None
@@ -273,8 +277,12 @@ class Api:
             from kubernetes.aio.client.exceptions import ApiException
 
             if isinstance(exc, ApiException) and exc.status:
-                raise _failure(call, int(exc.status), str(exc.body or "").encode()) from None
+                status = int(exc.status)
+                raise _failure(call, status, str(exc.body or "").encode()) from None
             raise ApiFailure(call, None, f"{type(exc).__name__}: {exc}") from None
+        finally:
+            if self.observe is not None:
+                self.observe(call, status, time.perf_counter() - started)
         if not 200 <= response.status < 300:
             raise _failure(call, response.status, data)
         try:

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from webhook import admission, durations, names, policy, review
+from webhook import __version__, admission, durations, names, policy, review
 from webhook.policy import PolicyError, PolicySet
 from webhook.shell import certs, kube, policyfiles
 from webhook.shell.kube import KubeClient, NoConfiguration
@@ -39,21 +39,30 @@ def _line(ts: float, level: str, msg: str, fields: dict[str, Any]) -> dict[str, 
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line; structured fields come in ``extra={"fields": {...}}``."""
+    """One JSON object per line; structured fields come in ``extra={"fields": {...}}``.
+
+    An exception is its last line (``error``); with the ``autowrap`` logger at DEBUG
+    (``serve --log-level debug``) the whole traceback comes too, in ``traceback``."""
 
     def format(self, record: logging.LogRecord) -> str:
         line = _line(record.created, record.levelname.lower(), record.getMessage(),
                      getattr(record, "fields", {}))  # fmt: skip
         if record.exc_info:
-            line["error"] = self.formatException(record.exc_info).splitlines()[-1]
+            text = self.formatException(record.exc_info)
+            line["error"] = text.splitlines()[-1]
+            if log.isEnabledFor(logging.DEBUG):
+                line["traceback"] = text
         return orjson.dumps(line).decode()
 
 
-def configure_logging() -> None:
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def configure_logging(level: str = "info") -> None:
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(JsonFormatter())
     log.handlers[:] = [handler]
-    log.setLevel(logging.INFO)
+    log.setLevel(getattr(logging, level.upper()))
     log.propagate = False
 
 
@@ -78,6 +87,9 @@ class State:
 
     def __post_init__(self) -> None:
         self.metrics = Metrics(in_flight=lambda: self.in_flight)
+        self.metrics.follow_certificate(
+            lambda: None if self.tls is None else self.tls.cert_dir / certs.TLS_CERT
+        )
 
     def uses_namespace_labels(self) -> bool:
         return self.policies.selects_by_labels
@@ -438,6 +450,8 @@ async def start(options: Options) -> Running:
         state.policy_digest = policyfiles.digest(policyfiles.read(options.policy_path))
     if options.use_cluster:
         state.cluster = await _connect(options.kubeconfig)
+    if state.cluster is not None:
+        state.cluster.observe = state.metrics.api_call
     cert_dir = options.cert_dir
     if cert_dir is None:
         cert_dir = certs.development_pair(names.SERVICE_NAME, names.SERVICE_NAMESPACE)
@@ -474,10 +488,31 @@ async def start(options: Options) -> Running:
     if options.controller and state.cluster is not None:
         tasks.append(asyncio.create_task(_run_controller(state, options)))
     running = Running(state, options, runner, metrics_runner, site, tasks)
-    fields = {"port": running.port, "metrics_port": running.metrics_port,
-              "policies": [p.name for p in policies.policies]}  # fmt: skip
-    log.info("serving", extra={"fields": fields})
+    log.info("serving", extra={"fields": _configuration(running, cert_dir)})
     return running
+
+
+def _configuration(running: Running, cert_dir: Path) -> dict[str, Any]:
+    """The start-up line's fields: the version and the configuration in effect."""
+    state, options = running.state, running.options
+    modes: dict[str, int] = {}
+    for p in state.policies.policies:
+        modes[p.spec.mode.value] = modes.get(p.spec.mode.value, 0) + 1
+    return {
+        "version": __version__,
+        "port": running.port,
+        "metrics_port": running.metrics_port,
+        "cert_dir": str(cert_dir),
+        "development_certificate": options.cert_dir is None,
+        "policy_path": str(options.policy_path) if options.policy_path else None,
+        "policies": [p.name for p in state.policies.policies],
+        "policy_modes": modes,
+        "default_mode": policy.PolicySpec.model_fields["mode"].default.value,
+        "api": state.cluster is not None,
+        "controller": options.controller and state.cluster is not None,
+        "watch_caches": options.watch_caches and state.cluster is not None,
+        "log_level": logging.getLevelName(log.getEffectiveLevel()).lower(),
+    }
 
 
 async def serve(options: Options, stop: asyncio.Event) -> None:
@@ -500,7 +535,7 @@ def _run_loop(main: Coroutine[Any, Any, None]) -> None:
 
 
 def main(args: Namespace) -> int:
-    configure_logging()
+    configure_logging(getattr(args, "log_level", "info"))
     if args.self_managed_certs:
         from webhook.shell import selfmanaged
 
