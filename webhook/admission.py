@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from webhook import adoption, builder, engine, names, objects, patches, review
+from webhook import adoption, audit, builder, engine, names, objects, patches, review
 from webhook.plumbing import pods
 from webhook.policy import Mode, PolicySet
 from webhook.shell.kube import AlreadyExists, ApiFailure, Identity
@@ -100,6 +100,11 @@ class Record:
     code: int = 200
     appwrapper: str = ""
     warnings: int = 0
+    # The policy findings its enforcement acts on (``webhook.audit``): how many, by rule family.
+    findings: int = 0
+    finding_rules: list[str] = field(default_factory=list)
+    policy: str = ""
+    enforcement: str = ""
     detail: str = ""
     api_errors: list[str] = field(default_factory=list)
 
@@ -210,6 +215,16 @@ async def _normalize_update(
     return _patched(request.uid, rec, obj, normalized, "normalized")
 
 
+def _note_findings(rec: Record, outcome: engine.Outcome, obj: Mapping[str, Any]) -> None:
+    if names.ORIGIN_KIND_ANNOTATION in objects.annotations_of(obj):
+        return  # an AppWrapper autowrap made: its findings were counted on the object
+    found = audit.findings(outcome)
+    if found:
+        rec.findings = len(found)
+        rec.finding_rules = sorted(f.rule for f in found)
+        rec.policy, rec.enforcement = found[0].policy, found[0].enforcement
+
+
 async def _mode(
     outcome: engine.Outcome, namespace: str, deps: Deps, budget: _Budget
 ) -> tuple[Mode, str]:
@@ -251,6 +266,7 @@ async def _validate(
     verdict = outcome.verdict()
     if outcome.action is engine.Action.PASS:
         return _allowed(request.uid, rec, "skipped")
+    _note_findings(rec, outcome, obj)
     if verdict.denied:
         return _denied(request.uid, rec, list(verdict.errors), warnings=verdict.warnings)
     if outcome.action is engine.Action.COMPLETE:
@@ -261,6 +277,7 @@ async def _validate(
         verdict = engine.Verdict(verdict.denied, verdict.errors, (*verdict.warnings, why))
     if mode is Mode.ADOPT:
         return await _check_adoptable(request, obj, outcome.result, verdict, deps, budget, rec)
+    audit.annotate(outcome.result, audit.audited(outcome))
     return await _wrap(request, outcome.result, verdict, deps, budget, rec)
 
 

@@ -9,7 +9,8 @@ Violations are data, never exceptions: every rule returns all it finds, and the 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -75,21 +76,46 @@ class Violation:
     path: FieldPath
     detail: str
     severity: Severity = Severity.ERROR
+    # The rule family that found it (``rule_family``): a metric label and an audit record's
+    # "rule", never compared (two findings are the same finding whoever reports them).
+    rule: str = field(default="", compare=False)
 
     def render(self) -> str:
         return f"{self.path}: {self.detail}"
 
     def under(self, prefix: FieldPath) -> Violation:
         """The same finding, seen from an enclosing object (e.g. inside an AppWrapper)."""
-        return Violation(prefix.join(self.path), self.detail, self.severity)
+        return Violation(prefix.join(self.path), self.detail, self.severity, self.rule)
 
     def as_warning(self) -> Violation:
-        return Violation(self.path, self.detail, Severity.WARNING)
+        return Violation(self.path, self.detail, Severity.WARNING, self.rule)
+
+
+# Modules whose findings go by another family name than their own module name.
+_FAMILIES = {
+    "webhook.engine": "appwrapper",
+    "webhook.kinds.volcano_rules": "volcano",
+    "webhook.kinds.volcano_job": "volcano",
+    "webhook.podschema": "pod-schema",
+    "webhook.plumbing.pods": "plumbing",
+}
+
+
+def rule_family(module: str) -> str:
+    """The stable rule family of findings made in ``module``: the rule module's name
+    (``webhook.rules.pod_templates`` -> ``pod-templates``), a kind's rules by the kind
+    (``volcano``), the AppWrapper's own checks ``appwrapper``. A bounded set: one per module."""
+    return _FAMILIES.get(module) or module.rpartition(".")[2].replace("_", "-")
+
+
+def _caller_family() -> str:
+    # Two frames up: the rule module that called error() or warning().
+    return rule_family(str(sys._getframe(2).f_globals.get("__name__", "")))
 
 
 def error(path: FieldPath, detail: str) -> Violation:
-    return Violation(path, detail, Severity.ERROR)
+    return Violation(path, detail, Severity.ERROR, _caller_family())
 
 
 def warning(path: FieldPath, detail: str) -> Violation:
-    return Violation(path, detail, Severity.WARNING)
+    return Violation(path, detail, Severity.WARNING, _caller_family())

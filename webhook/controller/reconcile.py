@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from webhook import adoption, builder, engine, names, objects
+from webhook import adoption, audit, builder, engine, names, objects
 from webhook.controller.events import Recorder
 from webhook.policy import PolicySet
 from webhook.shell.kube import (
@@ -175,8 +175,14 @@ class Reconciler:
             obj, "Adopted", f"AppWrapper {namespace}/{aw_name} stands for it in Kueue's queue "
             f"{objects.labels_of(appwrapper).get(names.QUEUE_LABEL, '')!r}",
         )  # fmt: skip
+        # Audit leaves a record: each finding the policy let through, naming policy, rule
+        # and field (the AppWrapper carries them too, in autowrap.io/audit-findings).
+        audited = audit.recorded(wanted)
+        for finding in audited:
+            await self._recorder.emit(obj, "PolicyAudit", finding.render(), warning=True)
         for warning in plan.warnings:
-            await self._recorder.emit(obj, "AdmissionWarning", warning, warning=True)
+            if not (audited and warning.startswith("(audit) ")):
+                await self._recorder.emit(obj, "AdmissionWarning", warning, warning=True)
         return self._Adopted(appwrapper)
 
     async def _readopt(self, appwrapper: Obj, obj: Obj) -> Obj:

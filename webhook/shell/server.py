@@ -207,6 +207,8 @@ def _observe(state: State, record: admission.Record, elapsed: float) -> None:
                        str(record.decision == "rewrapped").lower()).inc()  # fmt: skip
     for call in record.api_errors:
         m.api_errors.labels(call.split(":")[0]).inc()
+    for rule in record.finding_rules:
+        m.policy_findings.labels(record.policy, rule, record.enforcement).inc()
     if log.isEnabledFor(logging.INFO):
         fields = record.as_log()
         fields["duration_ms"] = round(elapsed * 1000, 2)
