@@ -31,6 +31,7 @@ VARIANTS = {
     "base": DEPLOY / "base",
     "cert-manager": DEPLOY / "overlays" / "cert-manager",
     "self-managed": DEPLOY / "overlays" / "self-managed",
+    "without-component-create": DEPLOY / "overlays" / "without-component-create",
 }
 # The oldest Kubernetes the manifests target: matchConditions are GA since 1.30.
 KUBERNETES_VERSION = "1.30"

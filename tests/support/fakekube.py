@@ -266,6 +266,11 @@ class FakeKube:
         self.webhook_configurations: dict[tuple[str, str], JsonDict] = {}
         self.access_rules: list[AccessRule] = []
         self.sars: list[JsonDict] = []
+        # TokenReview: bearer token -> the user it authenticates as; (user, path): the
+        # non-resource URLs a SubjectAccessReview allows (``get`` only).
+        self.tokens: dict[str, UserInfo] = {}
+        self.url_grants: set[tuple[str, str]] = set()
+        self.token_reviews = 0
         self.requests: collections.deque[RecordedRequest] = collections.deque(maxlen=keep_requests)
         self.appwrappers_created = 0
         self.faults: list[Fault] = []
@@ -518,6 +523,7 @@ class FakeKube:
         app.router.add_post(
             f"/apis/{AUTHORIZATION_GROUP}/v1/subjectaccessreviews", self._subject_access_review
         )
+        app.router.add_post("/apis/authentication.k8s.io/v1/tokenreviews", self._token_review)
         for path in ("/apis/batch.volcano.sh/v1alpha1/namespaces/{ns}/jobs",
                      "/api/v1/namespaces/{ns}/pods", "/api/v1/namespaces/{ns}/services"):  # fmt: skip
             app.router.add_post(path, self._dry_run_component)
@@ -979,7 +985,26 @@ class FakeKube:
             **copy.deepcopy(body),
         }
         review.setdefault("metadata", {}).setdefault("creationTimestamp", None)
+        url = spec.get("nonResourceAttributes")
+        if url is not None:
+            allowed = url.get("verb") == "get" and (user, url.get("path")) in self.url_grants
+            review["status"] = {"allowed": allowed,
+                                "reason": "granted" if allowed else "no URL grant"}  # fmt: skip
+            return _json(review, 201)
         review["status"] = self._authorize(user, groups, attrs)
+        return _json(review, 201)
+
+    async def _token_review(self, request: web.Request) -> web.Response:
+        body = await self._read_body(request)
+        self.token_reviews += 1
+        token = str(((body or {}).get("spec") or {}).get("token") or "")
+        who = self.tokens.get(token)
+        status: JsonDict = {"authenticated": False}
+        if who is not None:
+            status = {"authenticated": True,
+                      "user": {"username": who.username, "groups": list(who.groups)}}  # fmt: skip
+        review = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                  "spec": {"token": token}, "status": status}  # fmt: skip
         return _json(review, 201)
 
     def _authorize(self, user: str, groups: list[str], attrs: Mapping[str, Any] | None) -> JsonDict:

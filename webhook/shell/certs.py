@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TextIO
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -179,3 +180,65 @@ class ReloadingContext:
         self.digest = digest
         self.reloads += 1
         return True
+
+
+class ClientCA:
+    """The CAs whose client certificates may call the admission routes (``--client-ca-file``),
+    followed on disk like the serving pair.
+
+    The handshake verifies the chain in OpenSSL (the server context asks for a certificate,
+    ``CERT_OPTIONAL``, so that kubelet's probes without one still reach /healthz and /readyz).
+    OpenSSL's store only grows, so a CA removed from the file would stay trusted by the
+    handshake until a restart: each admission request therefore also checks that its peer's
+    certificate was issued directly by a CA that is in the file *now*.
+    """
+
+    def __init__(self, path: Path, context: ssl.SSLContext) -> None:
+        self.path = path
+        self.context = context
+        self.digest = ""
+        self.reloads = 0
+        self.authorities: tuple[x509.Certificate, ...] = ()
+        self._verified: dict[bytes, str] = {}
+        context.verify_mode = ssl.CERT_OPTIONAL
+        self.reload()
+
+    def reload(self) -> bool:
+        """Load the file if it changed; raises OSError/ValueError/ssl.SSLError when it cannot
+        be used (the previous CAs stay in use)."""
+        pem = self.path.read_bytes()
+        digest = hashlib.sha256(pem).hexdigest()
+        if digest == self.digest:
+            return False
+        authorities = tuple(x509.load_pem_x509_certificates(pem))
+        self.context.load_verify_locations(cadata=pem.decode("ascii"))
+        self.authorities = authorities
+        self._verified = {}
+        self.digest = digest
+        self.reloads += 1
+        return True
+
+    def verify(self, peer_der: bytes | None) -> str | None:
+        """Why a peer certificate (DER, from the handshake) may not call; None when it may."""
+        if not peer_der:
+            return (
+                "a client certificate is required (autowrap serve --client-ca-file): "
+                "kube-apiserver presents one when its AdmissionConfiguration gives a "
+                "kubeconfig for this webhook"
+            )
+        if self._verified.get(peer_der) == self.digest:
+            return None
+        cert = x509.load_der_x509_certificate(peer_der)
+        now = datetime.datetime.now(datetime.UTC)
+        if not cert.not_valid_before_utc <= now <= cert.not_valid_after_utc:
+            return "the client certificate is not valid now"
+        for authority in self.authorities:
+            try:
+                cert.verify_directly_issued_by(authority)
+            except (ValueError, TypeError, InvalidSignature):
+                continue
+            if len(self._verified) >= 1024:
+                self._verified.clear()
+            self._verified[peer_der] = self.digest
+            return None
+        return "the client certificate was not issued by a CA in --client-ca-file"

@@ -66,6 +66,8 @@ CLUSTER_QUEUES: Final = Kind(KUEUE_GROUP, "v1beta1", "clusterqueues", "ClusterQu
                              namespaced=False)  # fmt: skip
 ACCESS_REVIEWS: Final = Kind("authorization.k8s.io", "v1", "subjectaccessreviews",
                              "SubjectAccessReview", namespaced=False)  # fmt: skip
+TOKEN_REVIEWS: Final = Kind("authentication.k8s.io", "v1", "tokenreviews", "TokenReview",
+                            namespaced=False)  # fmt: skip
 
 # Admission (redirect mode) and the caches behind it.
 API_CALLS: Final = (
@@ -115,7 +117,10 @@ COMPONENT_CREATE: Final = (
     ("", "pods", "create"),
     ("", "services", "create"),
 )
-RBAC: Final = API_CALLS + CONTROLLER_CALLS + COMPONENT_CREATE
+# ``autowrap serve --metrics-auth``: who presents the bearer token (TokenReview), and may they
+# get /metrics (a SubjectAccessReview, already granted above for redirect mode).
+METRICS_AUTH_CALLS: Final = (("authentication.k8s.io", "tokenreviews", "create"),)
+RBAC: Final = API_CALLS + CONTROLLER_CALLS + COMPONENT_CREATE + METRICS_AUTH_CALLS
 
 JSON_PATCH: Final = "application/json-patch+json"
 MERGE_PATCH: Final = "application/merge-patch+json"
@@ -134,6 +139,16 @@ class ApiFailure(Exception):
 
 class AlreadyExists(ApiFailure):
     pass
+
+
+def _rbac_forbidden(exc: ApiFailure) -> bool:
+    """A 403 from the authorizer (autowrap's identity lacks the grant), not an admission
+    webhook's denial: the authorizer says "... is forbidden: User "..." cannot create resource"."""
+    return (
+        exc.status == 403
+        and "cannot create resource" in exc.message
+        and not exc.message.startswith("admission webhook")
+    )
 
 
 class Conflict(ApiFailure):
@@ -455,6 +470,7 @@ class KubeClient(Api):
             "disc": discovery_ttl,
             "cq": queue_ttl,
             "rf": queue_ttl,
+            "norbac": discovery_ttl,
         }
         self._cache: dict[tuple[str, str], _Cached] = {}
         self._namespaces: Cache | None = None
@@ -511,6 +527,48 @@ class KubeClient(Api):
                     "version": names.APPWRAPPER_VERSION,
                     "resource": names.APPWRAPPER_PLURAL,
                 },
+            },
+        }
+        try:
+            result = await self.create(ACCESS_REVIEWS, None, body, timeout=timeout)
+        except ApiFailure as exc:
+            exc.call = "create subjectaccessreview"
+            raise
+        status = result.get("status") or {}
+        return bool(status.get("allowed")), str(status.get("reason") or "")
+
+    async def review_token(self, token: str, *, timeout: float) -> Identity | None:
+        """Who a bearer token authenticates as (a TokenReview); None when it does not."""
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                "spec": {"token": token}}  # fmt: skip
+        try:
+            result = await self.create(TOKEN_REVIEWS, None, body, timeout=timeout)
+        except ApiFailure as exc:
+            exc.call = "create tokenreview"
+            raise
+        status = result.get("status") or {}
+        user = status.get("user") or {}
+        if not status.get("authenticated") or not user.get("username"):
+            return None
+        extra = user.get("extra") or {}
+        return Identity(
+            username=str(user["username"]),
+            uid=str(user.get("uid") or ""),
+            groups=tuple(str(g) for g in user.get("groups") or ()),
+            extra=tuple((str(k), tuple(str(x) for x in v or ())) for k, v in extra.items()),
+        )
+
+    async def may_get_url(self, who: Identity, path: str, *, timeout: float) -> tuple[bool, str]:
+        """May ``who`` get the non-resource URL ``path`` (a SubjectAccessReview)?"""
+        body = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {
+                "user": who.username,
+                "uid": who.uid or None,
+                "groups": list(who.groups),
+                "extra": {k: list(v) for k, v in who.extra},
+                "nonResourceAttributes": {"path": path, "verb": "get"},
             },
         }
         try:
@@ -619,17 +677,26 @@ class KubeClient(Api):
         """What the cluster says to creating these objects (a server-side dry run: its schema,
         every admission webhook, policy engines), or None when it would accept them all. An
         object that already exists got through admission (AlreadyExists comes from storage,
-        after validation: adopt-mode.md A4), so that counts as accepted."""
+        after validation: adopt-mode.md A4), so that counts as accepted.
+
+        Where autowrap's own identity may not create the kind (RBAC: the ClusterRole without
+        COMPONENT_CREATE, deploy/overlays/without-component-create) the dry run cannot be
+        made: the component is not judged, and the kind is not tried again for a while."""
         for obj in components:
             kind = component_kind(obj)
             label = f"{obj.get('kind')} {objects_name(obj)}"
             if kind is None:
                 continue  # a kind autowrap does not create through AppWrappers: not judged here
+            if self._cached("norbac", kind.plural) is not None:
+                continue
             try:
                 await self.create(kind, namespace, obj, timeout=timeout, dry_run=True)
             except AlreadyExists:
                 continue
             except ApiFailure as exc:
+                if _rbac_forbidden(exc):
+                    self._store("norbac", kind.plural, True)
+                    continue
                 if (
                     exc.status == 404
                     and exc.reason == "NotFound"

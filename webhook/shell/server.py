@@ -75,6 +75,11 @@ class State:
     policy_digest: str = ""
     policy_error: str = ""
     tls: certs.ReloadingContext | None = None
+    # --client-ca-file: who may call the admission routes (None: anyone who reaches the port).
+    client_ca: certs.ClientCA | None = None
+    # --metrics-auth: /metrics answers only callers the cluster authorizes.
+    metrics_auth: bool = False
+    metrics_allowed: dict[str, float] = field(default_factory=dict)  # token -> until
     cluster: KubeClient | None = None
     # The adopt-mode controller when this process runs one (webhook.controller.Controller; the
     # webhooks never import that layer, so it is held here untyped).
@@ -137,6 +142,9 @@ def admission_handler(
         state.in_flight += 1
         state.idle.clear()
         try:
+            refused = _caller_refused(request, state, record)
+            if refused is not None:
+                return refused
             return await _answer(request, state, webhook, record, arrived)
         finally:
             state.in_flight -= 1
@@ -146,6 +154,25 @@ def admission_handler(
             _observe(state, record, elapsed)
 
     return handle
+
+
+def _caller_refused(
+    request: web.Request, state: State, record: admission.Record
+) -> web.Response | None:
+    """With --client-ca-file: 401 without a client certificate, 403 with one the current CAs
+    did not issue; None when the caller may go on. The handshake already verified any
+    certificate presented (CERT_OPTIONAL lets kubelet's probes in without one)."""
+    if state.client_ca is None:
+        return None
+    transport = request.transport
+    ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
+    der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+    reason = state.client_ca.verify(der)
+    if reason is None:
+        return None
+    status = 401 if not der else 403
+    record.decision, record.code, record.detail = "bad-request", status, reason
+    return _bad(status, reason)
 
 
 async def _answer(
@@ -274,12 +301,54 @@ def build_app(state: State) -> web.Application:
 
 def build_metrics_app(state: State) -> web.Application:
     async def metrics(request: web.Request) -> web.Response:
+        if state.metrics_auth:
+            refused = await _metrics_refused(request, state)
+            if refused is not None:
+                return refused
         return web.Response(body=state.metrics.exposition(),
                             content_type="text/plain", charset="utf-8")  # fmt: skip
 
     app = web.Application()
     app.router.add_get(names.METRICS_PATH, metrics)
     return app
+
+
+# Authorized bearer tokens, kept briefly (as controller-runtime's authentication and
+# authorization caches do) so that a scrape every few seconds costs no API calls.
+_METRICS_AUTH_TTL = 10.0
+
+
+async def _metrics_refused(request: web.Request, state: State) -> web.Response | None:
+    """--metrics-auth: the bearer token must authenticate (TokenReview) and its user be
+    allowed ``get`` on the non-resource URL /metrics (SubjectAccessReview), like
+    controller-runtime's WithAuthenticationAndAuthorization filter."""
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return web.Response(status=401, text="a bearer token is required (--metrics-auth)\n")
+    token = token.strip()
+    now = time.monotonic()
+    cached = state.metrics_allowed.get(token)
+    if cached is not None and cached > now:
+        return None
+    cluster = state.cluster
+    if cluster is None:
+        return web.Response(status=503, text="no Kubernetes API to check the token with\n")
+    try:
+        who = await cluster.review_token(token, timeout=5.0)
+        if who is None:
+            return web.Response(status=401, text="the token does not authenticate\n")
+        allowed, reason = await cluster.may_get_url(who, names.METRICS_PATH, timeout=5.0)
+    except kube.ApiFailure as exc:
+        log.warning("metrics authorization failed", extra={"fields": {"error": str(exc)}})
+        return web.Response(status=503, text=f"cannot check the token: {exc}\n")
+    if not allowed:
+        text = f"{who.username} may not get {names.METRICS_PATH}: {reason or 'forbidden'}\n"
+        return web.Response(status=403, text=text)
+    if len(state.metrics_allowed) >= 256:
+        state.metrics_allowed.clear()
+    state.metrics_allowed[token] = now + _METRICS_AUTH_TTL
+    return None
 
 
 # --- reloads -----------------------------------------------------------------------------------
@@ -328,6 +397,29 @@ def reload_certificates(state: State) -> None:
         state.metrics.cert_reloads.labels("failed").inc()
         log.error("certificate reload failed; the previous certificate stays in use",
                   extra={"fields": {"error": str(exc)}})  # fmt: skip
+    if state.client_ca is None:
+        return
+    try:
+        if state.client_ca.reload():
+            log.info("client CA reloaded", extra={"fields": {"file": str(state.client_ca.path)}})
+    except (OSError, ValueError) as exc:
+        log.error("client CA reload failed; the previous CAs stay in use",
+                  extra={"fields": {"error": str(exc)}})  # fmt: skip
+
+
+def redirect_unguarded_warning(policies: PolicySet, client_ca: Path | None) -> str | None:
+    """The start-up warning when redirect's side effect (admission creates the AppWrapper) is
+    open to anyone who reaches the Service: a policy says Redirect, no --client-ca-file."""
+    if client_ca is not None:
+        return None
+    redirecting = [p.name for p in policies.policies if p.spec.mode == policy.Mode.REDIRECT]
+    if not redirecting:
+        return None
+    return (
+        f"policies {redirecting} say Redirect and no --client-ca-file is set: the redirect side "
+        "effect (creating AppWrappers) is reachable by anyone who can reach the Service unless "
+        "the NetworkPolicy autowrap-webhook is in force"
+    )
 
 
 async def _every(seconds: float, action: Callable[[], object]) -> None:
@@ -395,6 +487,12 @@ class Options:
     host: str = "0.0.0.0"
     port: int = names.SERVING_PORT
     metrics_port: int = names.METRICS_PORT
+    # Where /metrics listens (None: the same address as the webhook).
+    metrics_host: str | None = None
+    # TokenReview + SubjectAccessReview on every scrape (needs API access).
+    metrics_auth: bool = False
+    # The CAs whose client certificates may call /mutate and /validate.
+    client_ca_file: Path | None = None
     cert_dir: Path | None = None
     policy_path: Path | None = None
     kubeconfig: str | None = None
@@ -463,6 +561,14 @@ async def start(options: Options) -> Running:
             extra={"fields": {"dir": str(cert_dir), "caBundle": certs.ca_bundle(ca_pem)}},
         )
     state.tls = certs.ReloadingContext(cert_dir)
+    if options.client_ca_file is not None:
+        state.client_ca = certs.ClientCA(options.client_ca_file, state.tls.context)
+    if options.metrics_auth and state.cluster is None:
+        raise NoConfiguration("--metrics-auth needs API access to review tokens")
+    state.metrics_auth = options.metrics_auth
+    warning = redirect_unguarded_warning(policies, options.client_ca_file)
+    if warning is not None:
+        log.warning(warning)
     # The drain waits for in-flight requests itself; cleanup then only closes idle sockets.
     runner = web.AppRunner(
         build_app(state), handle_signals=False, access_log=None, shutdown_timeout=1.0
@@ -474,7 +580,8 @@ async def start(options: Options) -> Running:
     await metrics_runner.setup()
     site = web.TCPSite(runner, options.host, options.port, ssl_context=state.tls.context)
     await site.start()
-    await web.TCPSite(metrics_runner, options.host, options.metrics_port).start()
+    metrics_host = options.host if options.metrics_host is None else options.metrics_host
+    await web.TCPSite(metrics_runner, metrics_host, options.metrics_port).start()
     state.listening = True
     state.idle.set()
     # Everything allocated so far (the kubernetes client's thousands of model classes above
@@ -550,6 +657,9 @@ def main(args: Namespace) -> int:
         host=args.host,
         port=args.port,
         metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host,
+        metrics_auth=args.metrics_auth,
+        client_ca_file=Path(args.client_ca_file) if args.client_ca_file else None,
         cert_dir=Path(args.cert_dir) if args.cert_dir else None,
         policy_path=Path(args.policy) if args.policy else policyfiles.default_path(),
         kubeconfig=args.kubeconfig,
