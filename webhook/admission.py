@@ -21,7 +21,7 @@ from typing import Any, Literal, Protocol
 
 from webhook import adoption, audit, builder, engine, names, objects, patches, review
 from webhook.plumbing import pods
-from webhook.policy import Mode, PolicySet
+from webhook.policy import Match, Mode, PolicySet
 from webhook.shell.kube import AlreadyExists, ApiFailure, Identity
 
 Webhook = Literal["mutate", "validate"]
@@ -177,15 +177,19 @@ async def _mutate(
         if mutation.violations:
             return _denied(request.uid, rec, [v.render() for v in mutation.violations])
         return _patched(request.uid, rec, obj, mutation.pod, "ranked")
-    outcome = await _admit(obj, request, deps, budget, check=False)
-    if outcome.action is engine.Action.WRAP:
-        mode, _ = await _mode(outcome, request.namespace, deps, budget)
-        if mode is not Mode.ADOPT:
-            return _allowed(request.uid, rec, "skipped")  # /validate redirects it
-        # Findings are /validate's to report; mutation only prepares.
-        prepared = adoption.prepare(obj, outcome, user=request.user_info.username)
-        rec.appwrapper = objects.name_of(outcome.result or {})
-        return _patched(request.uid, rec, obj, prepared, "prepared")
+    context = await _context(request, deps, budget)
+    if request.kind.kind != "AppWrapper":
+        candidate = engine.wrap_candidate(obj, context)
+        if candidate is not None:
+            mode, _ = await _mode(candidate.match, candidate.queue, request.namespace, deps, budget)
+            if mode is not Mode.ADOPT:
+                return _allowed(request.uid, rec, "skipped")  # /validate redirects it
+            # Findings are /validate's to report; mutation only prepares, and needs no
+            # AppWrapper for that: its name and queue are enough.
+            prepared = adoption.prepare(obj, candidate, user=request.user_info.username)
+            rec.appwrapper = candidate.appwrapper_name
+            return _patched(request.uid, rec, obj, prepared, "prepared")
+    outcome = engine.admit(obj, context, check=False)
     if outcome.action is not engine.Action.COMPLETE:
         return _allowed(request.uid, rec, "skipped")
     # Findings are /validate's to report; mutation only completes.
@@ -226,15 +230,13 @@ def _note_findings(rec: Record, outcome: engine.Outcome, obj: Mapping[str, Any])
 
 
 async def _mode(
-    outcome: engine.Outcome, namespace: str, deps: Deps, budget: _Budget
+    match: Match, queue: str | None, namespace: str, deps: Deps, budget: _Budget
 ) -> tuple[Mode, str]:
     """Adopt or redirect for a wrap candidate, and the warning when the policy's adopt mode
     cannot serve its queue (MultiKueue or topology-aware scheduling: adopt-mode.md Q6, Q5)."""
-    assert outcome.match is not None
-    mode = outcome.match.policy.spec.mode
-    if mode is Mode.REDIRECT or deps.cluster is None or outcome.result is None:
+    mode = match.policy.spec.mode
+    if mode is Mode.REDIRECT or deps.cluster is None:
         return mode, ""
-    queue = objects.labels_of(outcome.result).get(names.QUEUE_LABEL)
     if not queue:
         return mode, ""
     reason = await deps.cluster.redirect_reason(namespace, queue, timeout=budget.left())
@@ -272,7 +274,9 @@ async def _validate(
     if outcome.action is engine.Action.COMPLETE:
         return await _check_submitted(request, outcome, verdict, deps, budget, rec)
     assert outcome.result is not None
-    mode, why = await _mode(outcome, request.namespace, deps, budget)
+    assert outcome.match is not None
+    queue = objects.labels_of(outcome.result).get(names.QUEUE_LABEL)
+    mode, why = await _mode(outcome.match, queue, request.namespace, deps, budget)
     if why:
         verdict = engine.Verdict(verdict.denied, verdict.errors, (*verdict.warnings, why))
     if mode is Mode.ADOPT:
@@ -524,17 +528,20 @@ async def _admit(
     *,
     check: bool = True,
 ) -> engine.Outcome:
+    return engine.admit(obj, await _context(request, deps, budget), check=check)
+
+
+async def _context(request: review.AdmissionRequest, deps: Deps, budget: _Budget) -> engine.Context:
     labels: Mapping[str, str] = {}
     if deps.cluster is not None and request.namespace and deps.needs_namespace_labels():
         labels = await deps.cluster.namespace_labels(request.namespace, timeout=budget.left())
-    context = engine.Context(
+    return engine.Context(
         policies=deps.policies(),
         namespace=request.namespace or "default",
         namespace_labels=labels,
         user=request.user_info.username,
         uid=request.uid,
     )
-    return engine.admit(obj, context, check=check)
 
 
 def _identity(user: review.UserInfo) -> Identity:
