@@ -101,11 +101,14 @@ def the(objs: Iterable[Obj], kind: str, name: str | None = None) -> Obj:
     return found[0]
 
 
-def webhooks(objs: Iterable[Obj]) -> Iterator[tuple[str, Obj]]:
+def webhooks(objs: Iterable[Obj], *, policies: bool = False) -> Iterator[tuple[str, Obj]]:
+    """The workload webhooks (Volcano Jobs, Pods, AppWrappers); with ``policies``, also the
+    entry that checks the policy ConfigMap (tested on its own below)."""
     for kind in WEBHOOK_CONFIGURATIONS:
         for config in find(objs, kind):
             for hook in config.get("webhooks", []):
-                yield kind, hook
+                if policies or hook["name"] != POLICIES:
+                    yield kind, hook
 
 
 def pod_spec(objs: Iterable[Obj]) -> Obj:
@@ -336,6 +339,8 @@ def test_the_service_sends_https_to_the_serving_port_and_exposes_metrics(
 
 
 REAPPLY = "vcjobs.reapply.autowrap.io"
+POLICIES = "policies.validate.autowrap.io"
+POLICY_CONFIGMAP = "autowrap-policies"
 
 
 def test_every_webhook_is_create_only_but_the_reapply_of_adopted_jobs(
@@ -526,6 +531,72 @@ def test_which_webhooks_see_an_object(scenario: str) -> None:
     objs = render("base")
     called = webhooks_called(objs, resource=resource, obj=obj, namespace_labels=ns_labels)
     assert sorted(webhook_role(objs, n) for n in called) == sorted(expected), called
+
+
+def _policies_hook(objs: Iterable[Obj]) -> tuple[str, Obj]:
+    found = [(k, h) for k, h in webhooks(objs, policies=True) if h["name"] == POLICIES]
+    assert len(found) == 1, f"expected one {POLICIES} entry"
+    return found[0]
+
+
+def _configmap(name: str) -> Obj:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": names.SERVICE_NAMESPACE}}  # fmt: skip
+
+
+def test_the_policy_configmap_is_checked_on_create_and_update_by_its_own_route(
+    rendered: tuple[Obj, ...],
+) -> None:
+    from webhook.shell.server import VALIDATE_POLICIES_PATH
+
+    kind, hook = _policies_hook(rendered)
+    assert kind == "ValidatingWebhookConfiguration"
+    assert hook["clientConfig"]["service"]["path"] == VALIDATE_POLICIES_PATH
+    assert hook["clientConfig"]["service"]["name"] == names.SERVICE_NAME
+    for operation in ("CREATE", "UPDATE"):
+        assert rule_matches(hook, "v1", "configmaps", operation)
+    assert not rule_matches(hook, "v1", "configmaps", "DELETE")
+    assert [r["resources"] for r in hook["rules"]] == [["configmaps"]]
+    assert hook["sideEffects"] == "None"
+    # Ignore: a fixed ConfigMap must be storable while autowrap is down (see webhooks.yaml).
+    assert hook["failurePolicy"] == "Ignore"
+    assert 1 <= hook["timeoutSeconds"] <= 10
+
+
+@pytest.mark.parametrize(
+    ("ns", "name", "sent"),
+    [
+        (names.SERVICE_NAMESPACE, POLICY_CONFIGMAP, True),
+        (names.SERVICE_NAMESPACE, "kube-root-ca.crt", False),
+        ("team-a", POLICY_CONFIGMAP, False),
+        ("kube-system", POLICY_CONFIGMAP, False),
+    ],
+)
+def test_only_the_policy_configmap_in_the_autowrap_namespace_reaches_the_policy_check(
+    ns: str, name: str, sent: bool
+) -> None:
+    _, hook = _policies_hook(render("base"))
+    obj = _configmap(name)
+    for operation, old in (("CREATE", None), ("UPDATE", obj)):
+        reached = selector_matches(hook.get("namespaceSelector"), namespace(ns)) and (
+            conditions_match(hook, obj, old, operation)
+        )
+        assert reached == sent, (ns, name, operation)
+
+
+def test_no_workload_webhook_sees_configmaps(rendered: tuple[Obj, ...]) -> None:
+    for _, hook in webhooks(rendered):
+        assert not rule_matches(hook, "v1", "configmaps"), hook["name"]
+
+
+def test_the_shipped_policy_configmap_passes_the_policy_check(rendered: tuple[Obj, ...]) -> None:
+    from webhook import policy
+    from webhook.shell import policyfiles
+
+    configmap = the(rendered, "ConfigMap", POLICY_CONFIGMAP)
+    files = policyfiles.from_config_map(configmap["data"])
+    assert files
+    assert policy.build(files).policies
 
 
 # --- adopt mode: preparing wrap candidates, re-applying adopted Jobs ---------------------------
@@ -723,7 +794,9 @@ def test_every_rendered_webhook_configuration_parses_in_the_apiserver_emulator(
         match_conditions=cel_predicates(configurations),
         ca_bundle=webhook_pki.ca_bundle,
     )
-    assert {h.name for h in emulator.webhooks()} == {h["name"] for _, h in webhooks(rendered)}
+    assert {h.name for h in emulator.webhooks()} == {
+        h["name"] for _, h in webhooks(rendered, policies=True)
+    }
 
 
 ALICE = UserInfo(username="alice", groups=("system:authenticated",))

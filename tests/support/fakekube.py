@@ -783,6 +783,11 @@ class FakeKube:
         if key not in self.secrets:
             raise _not_found("secrets", "", key[1])
         body = await self._read_body(request)
+        wanted = body["metadata"].get("resourceVersion")
+        if wanted and wanted != self.secrets[key]["metadata"].get("resourceVersion"):
+            raise KubeApiError(409, f'Operation cannot be fulfilled on secrets "{key[1]}": the '
+                               "object has been modified; please apply your changes to the "
+                               "latest version and try again", "Conflict")  # fmt: skip
         body["metadata"] = {**self.secrets[key]["metadata"], **body["metadata"],
                             "resourceVersion": str(next(self._resource_versions))}  # fmt: skip
         self.secrets[key] = body

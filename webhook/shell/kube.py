@@ -810,23 +810,38 @@ class CertificateStore:
 
     def read_secret(self, namespace: str, name: str) -> dict[str, str] | None:
         """The Secret's data (base64 values), or None when it does not exist."""
+        found = self.read_secret_version(namespace, name)
+        return None if found is None else found[0]
+
+    def read_secret_version(self, namespace: str, name: str) -> tuple[dict[str, str], str] | None:
+        """The Secret's data and resourceVersion, or None when it does not exist."""
         try:
             secret = self._core.read_namespaced_secret(name, namespace)
         except self._client.exceptions.ApiException as exc:
             if exc.status == 404:
                 return None
             raise
-        return dict(secret.data or {})
+        return dict(secret.data or {}), str(secret.metadata.resource_version or "")
 
     def write_secret(
-        self, namespace: str, name: str, data: dict[str, str], *, create: bool
+        self,
+        namespace: str,
+        name: str,
+        data: dict[str, str],
+        *,
+        create: bool,
+        resource_version: str = "",
     ) -> bool:
-        """Create or replace the Secret; False when another replica created it first."""
+        """Create or replace the Secret; False when another replica created it first or (with
+        ``resource_version``, a precondition of the replace) changed it since it was read."""
+        metadata = {"name": name, "namespace": namespace}
+        if resource_version and not create:
+            metadata["resourceVersion"] = resource_version
         body = {
             "apiVersion": "v1",
             "kind": "Secret",
             "type": "kubernetes.io/tls",
-            "metadata": {"name": name, "namespace": namespace},
+            "metadata": metadata,
             "data": data,
         }
         try:

@@ -74,6 +74,9 @@ class State:
     policy_path: Path | None
     policy_digest: str = ""
     policy_error: str = ""
+    # False while no valid set was ever loaded (started on an invalid set): not ready, and
+    # admission requests that reach the pod anyway are refused, not judged by an empty set.
+    policies_loaded: bool = True
     tls: certs.ReloadingContext | None = None
     # --client-ca-file: who may call the admission routes (None: anyone who reaches the port).
     client_ca: certs.ClientCA | None = None
@@ -190,6 +193,8 @@ async def _answer(
     except web.HTTPRequestEntityTooLarge:
         record.decision, record.code = "bad-request", 413
         return _bad(413, f"body larger than {names.MAX_BODY_BYTES} bytes")
+    if not state.policies_loaded:
+        return _no_policies(body, state, record)
     try:
         response = await admission.review_body(
             body,
@@ -262,6 +267,52 @@ def request_line(fields: dict[str, Any]) -> None:
         out.flush()
 
 
+def _no_policies(body: bytes, state: State, record: admission.Record) -> web.Response:
+    try:
+        uid = review.parse(body).request.uid
+    except review.BadReview as exc:
+        record.decision, record.code, record.detail = "bad-request", exc.status, exc.reason
+        return _bad(exc.status, exc.reason)
+    record.uid, record.decision, record.code = uid, "internal-error", 503
+    message = (f"autowrap has no valid policy set and admitted nothing: {state.policy_error}; "
+               "fix the ConfigMap autowrap-system/autowrap-policies")  # fmt: skip
+    response = review.deny(uid, message, code=503, reason="ServiceUnavailable")
+    return web.Response(body=orjson.dumps(response), content_type="application/json")
+
+
+VALIDATE_POLICIES_PATH = "/validate-policies"
+
+
+async def validate_policies(request: web.Request) -> web.Response:
+    """The policy ConfigMap's own admission check: its ``data`` goes through the loader that
+    reloads the mounted files (the same entries, in the same order), and a set that would not
+    load is denied with the loader's message, before it is stored. It has no side effect and
+    tells a caller nothing beyond the loader's verdict on the caller's own input; with
+    --client-ca-file it asks for the same client certificate as the admission routes."""
+    state = request.app[STATE]
+    refused = _caller_refused(request, state, admission.Record(webhook="validate"))
+    if refused is not None:
+        return refused
+    try:
+        req = review.parse(await request.read()).request
+    except review.BadReview as exc:
+        return _bad(exc.status, exc.reason)
+    except web.HTTPRequestEntityTooLarge:
+        return _bad(413, f"body larger than {names.MAX_BODY_BYTES} bytes")
+    data = (req.object or {}).get("data") or {}
+    files = policyfiles.from_config_map({str(k): str(v) for k, v in dict(data).items()})
+    try:
+        if not files:
+            raise PolicyError("no *.yaml policy files in this ConfigMap")
+        policy.build(files)
+    except PolicyError as exc:
+        message = f"ConfigMap {req.namespace}/{req.name}: invalid policy set: {exc}"
+        answer = review.deny(req.uid, message, code=422, reason="Invalid")
+    else:
+        answer = review.allow(req.uid)
+    return web.Response(body=orjson.dumps(answer), content_type="application/json")
+
+
 async def healthz(request: web.Request) -> web.Response:
     return web.Response(text="ok")
 
@@ -271,7 +322,8 @@ async def readyz(request: web.Request) -> web.Response:
 
     A policy reload that fails keeps the last good set and is *reported* here, without failing
     readiness: taking every replica out of the Service over a bad ConfigMap edit would stop
-    every wrapped submission in the cluster.
+    every wrapped submission in the cluster. A server that started on an invalid set has no
+    good set to keep: it is not ready, with the loader's message, until a reload succeeds.
     """
     state = request.app[STATE]
     problems = []
@@ -281,6 +333,8 @@ async def readyz(request: web.Request) -> web.Response:
         problems.append("certificates not loaded")
     if not state.listening:
         problems.append("listener not up")
+    if not state.policies_loaded:
+        problems.append(f"policies: no valid policy set loaded: {state.policy_error}")
     if problems:
         return web.Response(status=503, text="\n".join(problems) + "\n")
     text = "ok\n"
@@ -294,6 +348,7 @@ def build_app(state: State) -> web.Application:
     app[STATE] = state
     app.router.add_post(names.MUTATE_PATH, admission_handler("mutate"))
     app.router.add_post(names.VALIDATE_PATH, admission_handler("validate"))
+    app.router.add_post(VALIDATE_POLICIES_PATH, validate_policies)
     app.router.add_get(names.HEALTHZ_PATH, healthz)
     app.router.add_get(names.READYZ_PATH, readyz)
     return app
@@ -369,7 +424,9 @@ def reload_policies(state: State) -> bool:
         state.policies = policy.build(files)
     except PolicyError as exc:
         if str(exc) != state.policy_error:
-            log.error("policy reload failed; the last good set stays in use",
+            log.error("policy reload failed; the last good set stays in use"
+                      if state.policies_loaded else
+                      "no valid policy set: not ready until the policy files are fixed",
                       extra={"fields": {"error": str(exc)}})  # fmt: skip
             state.metrics.policy_reloads.labels("failed").inc()
         state.policy_error = str(exc)
@@ -377,6 +434,7 @@ def reload_policies(state: State) -> bool:
         return False
     state.policy_digest = digest
     state.policy_error = ""
+    state.policies_loaded = True
     state.metrics.policies_stale.set(0)
     state.metrics.policy_reloads.labels("loaded").inc()
     log.info("policies loaded", extra={"fields": {
@@ -469,6 +527,8 @@ async def _run_controller(state: State, options: Options) -> None:
     from webhook.controller import Controller, Settings, own_namespace
 
     assert state.cluster is not None
+    while not state.policies_loaded:  # started on an invalid set: nothing to act on yet
+        await asyncio.sleep(options.reload_interval)
     settings = Settings(namespace=own_namespace(options.controller_namespace))
     if options.controller_identity:
         settings.identity = options.controller_identity
@@ -544,10 +604,14 @@ class Running:
 
 
 async def start(options: Options) -> Running:
-    policies = policyfiles.load(options.policy_path)
-    state = State(policies=policies, policy_path=options.policy_path)
-    if options.policy_path is not None:
-        state.policy_digest = policyfiles.digest(policyfiles.read(options.policy_path))
+    state = State(policies=PolicySet(()), policy_path=options.policy_path)
+    if options.policy_path is None:
+        state.policies = policyfiles.load(None)
+    else:
+        # An invalid set does not stop the process (two restarts would be a full outage of a
+        # fail-closed webhook): it starts not ready, saying why, and the reload picks up a fix.
+        state.policies_loaded = False
+        reload_policies(state)
     if options.use_cluster:
         state.cluster = await _connect(options.kubeconfig)
     if state.cluster is not None:
@@ -566,7 +630,7 @@ async def start(options: Options) -> Running:
     if options.metrics_auth and state.cluster is None:
         raise NoConfiguration("--metrics-auth needs API access to review tokens")
     state.metrics_auth = options.metrics_auth
-    warning = redirect_unguarded_warning(policies, options.client_ca_file)
+    warning = redirect_unguarded_warning(state.policies, options.client_ca_file)
     if warning is not None:
         log.warning(warning)
     # The drain waits for in-flight requests itself; cleanup then only closes idle sockets.
@@ -645,11 +709,12 @@ def _run_loop(main: Coroutine[Any, Any, None]) -> None:
 
 def main(args: Namespace) -> int:
     configure_logging(getattr(args, "log_level", "info"))
+    renewal = None
     if args.self_managed_certs:
         from webhook.shell import selfmanaged
 
         try:
-            selfmanaged.prepare(args)
+            renewal = selfmanaged.Renewal(args, selfmanaged.prepare(args))
         except Exception as exc:  # start-up: say what failed and stop, no traceback
             print(f"error: self-managed certificates: {exc}", file=sys.stderr)
             return 1
@@ -680,7 +745,13 @@ def main(args: Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await serve(options, stop)
+        # Self-managed certificates are renewed on a timer; the server follows the files.
+        renewing = asyncio.create_task(renewal.run()) if renewal is not None else None
+        try:
+            await serve(options, stop)
+        finally:
+            if renewing is not None:
+                renewing.cancel()
 
     try:
         _run_loop(run())

@@ -1,0 +1,183 @@
+"""Self-managed certificates under concurrency and over time: one CA wins when replicas race
+on a Secret without ``ca.key``, the caBundles come from the settled Secret, and the serving
+certificate is renewed on a timer while the server runs."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime
+from argparse import Namespace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography import x509
+
+from tests.server.harness import webhook_configurations
+from tests.support.fakekube import FakeKube
+from webhook import names
+from webhook.shell import certs, selfmanaged
+from webhook.shell.kube import CertificateStore, sync_api_client
+
+SECRET = "autowrap-serving-cert"
+CONFIGURATIONS = "autowrap-mutating,autowrap-validating"
+NS = names.SERVICE_NAMESPACE
+
+
+def _args(cert_dir: Path, kubeconfig: Path) -> Namespace:
+    return Namespace(cert_dir=str(cert_dir), kubeconfig=str(kubeconfig), cert_secret=SECRET,
+                     webhook_configurations=CONFIGURATIONS)  # fmt: skip
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _cert_manager_secret(days: int = 90) -> dict[str, str]:
+    """What cert-manager leaves: a CA certificate and a serving pair, no ``ca.key``."""
+    ca = certs.make_ca("cert-manager-ca")
+    serving = certs.make_serving(ca, certs.dns_names(names.SERVICE_NAME, NS), days=days)
+    return {certs.CA_CERT: _b64(ca.cert_pem), certs.TLS_CERT: _b64(serving.cert_pem),
+            certs.TLS_KEY: _b64(serving.key_pem)}  # fmt: skip
+
+
+def _ca_bundles(fake: FakeKube) -> set[str]:
+    return {
+        hook["clientConfig"].get("caBundle", "")
+        for configuration in fake.webhook_configurations.values()
+        for hook in configuration["webhooks"]
+    }
+
+
+class _Interleaved(CertificateStore):
+    """A replica that reads the Secret, then lets another replica run to completion before
+    its own write: the window in which both would make a CA."""
+
+    def __init__(self, api_client: Any, other: Any) -> None:
+        super().__init__(api_client)
+        self._other = other
+
+    def write_secret(self, *args: Any, **kwargs: Any) -> bool:
+        other, self._other = self._other, None
+        if other is not None:
+            other()
+        return super().write_secret(*args, **kwargs)
+
+
+async def test_two_replicas_on_a_secret_without_ca_key_settle_on_one_ca(
+    fake_kube: FakeKube, fake_kubeconfig: Path
+) -> None:
+    api_client = sync_api_client(str(fake_kubeconfig))
+    plain = CertificateStore(api_client)
+    await asyncio.to_thread(plain.write_secret, NS, SECRET, _cert_manager_secret(), create=True)
+    results: dict[str, dict[str, str]] = {}
+
+    def replica_a() -> None:
+        results["a"] = selfmanaged.ensure(plain, namespace=NS, secret=SECRET,
+                                          service=names.SERVICE_NAME)  # fmt: skip
+
+    late = _Interleaved(api_client, replica_a)
+    results["b"] = await asyncio.to_thread(
+        selfmanaged.ensure, late, namespace=NS, secret=SECRET, service=names.SERVICE_NAME
+    )
+    api_client.close()
+
+    stored = fake_kube.secrets[(NS, SECRET)]["data"]
+    assert results["a"] == results["b"] == stored, "both replicas use what settled"
+    assert certs.CA_KEY in stored
+    first, late_put = fake_kube.requests_to("PUT", "/secrets/")
+    assert first.body["data"] == stored
+    assert late_put.body["metadata"]["resourceVersion"], "a replace with a precondition"
+    assert late_put.body["data"] != stored, "the late replica's CA was refused"
+
+
+async def test_racing_replicas_point_every_webhook_at_the_one_ca_in_the_secret(
+    fake_kube: FakeKube, fake_kubeconfig: Path, tmp_path: Path
+) -> None:
+    for configuration in webhook_configurations():
+        fake_kube.add_webhook_configuration(configuration)
+    api_client = sync_api_client(str(fake_kubeconfig))
+    await asyncio.to_thread(CertificateStore(api_client).write_secret, NS, SECRET,
+                            _cert_manager_secret(), create=True)  # fmt: skip
+    api_client.close()
+
+    await asyncio.gather(*(asyncio.to_thread(selfmanaged.prepare,
+                                             _args(tmp_path / str(i), fake_kubeconfig))
+                           for i in range(4)))  # fmt: skip
+
+    ca_pem = base64.b64decode(fake_kube.secrets[(NS, SECRET)]["data"][certs.CA_CERT])
+    assert _ca_bundles(fake_kube) == {certs.ca_bundle(ca_pem)}
+    for i in range(4):
+        assert (tmp_path / str(i) / certs.CA_CERT).read_bytes() == ca_pem
+
+
+async def test_two_replicas_creating_the_secret_at_once_keep_the_first(
+    fake_kube: FakeKube, fake_kubeconfig: Path
+) -> None:
+    api_client = sync_api_client(str(fake_kubeconfig))
+    plain = CertificateStore(api_client)
+    results: dict[str, dict[str, str]] = {}
+
+    def replica_a() -> None:
+        results["a"] = selfmanaged.ensure(plain, namespace=NS, secret=SECRET,
+                                          service=names.SERVICE_NAME)  # fmt: skip
+
+    results["b"] = await asyncio.to_thread(
+        selfmanaged.ensure, _Interleaved(api_client, replica_a), namespace=NS, secret=SECRET,
+        service=names.SERVICE_NAME,
+    )  # fmt: skip
+    api_client.close()
+
+    assert results["a"] == results["b"] == fake_kube.secrets[(NS, SECRET)]["data"]
+    first, late_post = fake_kube.requests_to("POST", "/secrets$")
+    assert first.body["data"] == fake_kube.secrets[(NS, SECRET)]["data"]
+    assert late_post.body["data"] != first.body["data"], "the late replica's CA was refused"
+
+
+def test_serving_certificates_are_issued_for_90_days_and_renewed_at_two_thirds() -> None:
+    ca = certs.make_ca()
+    serving = certs.make_serving(ca, ["autowrap"], days=selfmanaged.SERVING_DAYS)
+    data = {certs.TLS_CERT: _b64(serving.cert_pem)}
+    cert = x509.load_pem_x509_certificate(serving.cert_pem)
+    start = cert.not_valid_before_utc
+
+    due = selfmanaged.renew_time(data)
+
+    # Issued with five minutes of clock skew allowed before now: 60 days after that, give or take.
+    assert abs(due - (start + datetime.timedelta(days=60))) < datetime.timedelta(minutes=5)
+    assert selfmanaged.next_check(data, now=due - datetime.timedelta(minutes=10)) == 600.0
+    assert selfmanaged.next_check(data, now=start) == selfmanaged.CHECK_EVERY.total_seconds()
+    assert selfmanaged.next_check(data, now=due + datetime.timedelta(days=1)) == 1.0
+
+
+async def test_the_timer_renews_a_due_certificate_while_the_server_runs(
+    fake_kube: FakeKube, fake_kubeconfig: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for configuration in webhook_configurations():
+        fake_kube.add_webhook_configuration(configuration)
+    args = _args(tmp_path, fake_kubeconfig)
+    first = await asyncio.to_thread(selfmanaged.prepare, args)
+    # Time passes: the certificate in the Secret is now one with days to go.
+    ca = certs.Pair(base64.b64decode(first[certs.CA_CERT]), base64.b64decode(first[certs.CA_KEY]))
+    short = certs.make_serving(ca, certs.dns_names(names.SERVICE_NAME, NS), days=5)
+    fake_kube.secrets[(NS, SECRET)]["data"].update(
+        {certs.TLS_CERT: _b64(short.cert_pem), certs.TLS_KEY: _b64(short.key_pem)}
+    )
+    monkeypatch.setattr(selfmanaged, "next_check", lambda data, now=None: 0.01)
+    renewal = selfmanaged.Renewal(args, first)
+
+    task = asyncio.create_task(renewal.run())
+    for _ in range(200):
+        await asyncio.sleep(0.05)
+        if renewal.data[certs.TLS_CERT] not in (first[certs.TLS_CERT], _b64(short.cert_pem)):
+            break
+    task.cancel()
+
+    on_disk = x509.load_pem_x509_certificate((tmp_path / certs.TLS_CERT).read_bytes())
+    left = on_disk.not_valid_after_utc - datetime.datetime.now(datetime.UTC)
+    assert left > datetime.timedelta(days=selfmanaged.SERVING_DAYS - 1)
+    assert fake_kube.secrets[(NS, SECRET)]["data"][certs.CA_CERT] == first[certs.CA_CERT]
+    assert (tmp_path / certs.TLS_CERT).read_bytes() == base64.b64decode(
+        fake_kube.secrets[(NS, SECRET)]["data"][certs.TLS_CERT]
+    )
