@@ -13,12 +13,14 @@ from typing import Any
 
 import pytest
 from cryptography import x509
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.server.harness import webhook_configurations
 from tests.support.fakekube import FakeKube
 from webhook import names
 from webhook.shell import certs, selfmanaged
 from webhook.shell.kube import CertificateStore, sync_api_client
+from webhook.shell.metrics import Metrics
 
 SECRET = "autowrap-serving-cert"
 CONFIGURATIONS = "autowrap-mutating,autowrap-validating"
@@ -181,3 +183,12 @@ async def test_the_timer_renews_a_due_certificate_while_the_server_runs(
     assert (tmp_path / certs.TLS_CERT).read_bytes() == base64.b64decode(
         fake_kube.secrets[(NS, SECRET)]["data"][certs.TLS_CERT]
     )
+    metrics = Metrics(in_flight=lambda: 0)
+    metrics.follow_certificate(lambda: tmp_path / certs.TLS_CERT)
+    exposed = {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(metrics.exposition().decode())
+        for sample in family.samples
+    }
+    expiry = exposed["autowrap_certificate_expiry_timestamp_seconds"]
+    assert expiry == on_disk.not_valid_after_utc.timestamp(), "the metric follows the renewal"
