@@ -27,6 +27,7 @@ from webhook.controller.events import Recorder
 from webhook.controller.reconcile import Counters, Key, Reconciler
 from webhook.controller.workqueue import WorkQueue
 from webhook.policy import PolicySet
+from webhook.shell import opevents
 from webhook.shell.informer import Informer, Obj
 from webhook.shell.kube import APPWRAPPERS, ApiFailure, Conflict, Kind, KubeClient
 from webhook.shell.metrics import ControllerStats
@@ -228,12 +229,16 @@ class Controller:
                 delay = self.queue.retry(key)
                 log.warning("reconcile failed, retrying: %s", exc, extra={"fields": {
                     "key": "/".join(self._key(key)), "error": str(exc), "retry_in": delay}})  # fmt: skip
-            except Exception:
+                opevents.emit("ReconcileFailed", f"reconcile failed, retrying: {exc}", warning=True)
+            except Exception as exc:
                 self.errors += 1
                 delay = self.queue.retry(key)
                 log.exception(
                     "reconcile failed", extra={"fields": {"key": "/".join(self._key(key))}}
                 )
+                opevents.emit("ReconcileError", f"internal error reconciling "
+                              f"{'/'.join(self._key(key))}, retrying: {exc!r}",
+                              warning=True)  # fmt: skip
             else:
                 self.queue.forget(key)
                 if result.requeue is not None:

@@ -26,7 +26,7 @@ from pathlib import Path
 from cryptography import x509
 
 from webhook import names
-from webhook.shell import certs
+from webhook.shell import certs, opevents
 from webhook.shell.kube import CertificateStore, sync_api_client
 
 log = logging.getLogger("autowrap")
@@ -93,6 +93,9 @@ def ensure(store: CertificateStore, *, namespace: str, secret: str, service: str
         if not written:
             log.info("another replica wrote the certificate Secret first; using its contents",
                      extra={"fields": {"secret": f"{namespace}/{secret}"}})  # fmt: skip
+        else:
+            opevents.emit("CertificateRenewed", f"wrote a new serving certificate to Secret "
+                          f"{namespace}/{secret}")  # fmt: skip
         # Written or not, loop to read what settled; a usable Secret is returned above.
     raise RuntimeError(f"could not settle Secret {namespace}/{secret} after {ATTEMPTS} attempts")
 
@@ -121,6 +124,8 @@ def prepare(args: Namespace) -> dict[str, str]:
                     "caBundle updated",
                     extra={"fields": {"configuration": configuration, "updated": changed}},
                 )
+                opevents.emit("CABundleRepaired", f"caBundle of {configuration} set to the "
+                              f"self-managed CA ({changed} webhook(s) changed)")  # fmt: skip
     finally:
         api_client.close()
     return data

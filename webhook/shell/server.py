@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
 import signal
 import sys
 import time
@@ -26,7 +27,7 @@ from aiohttp import web
 
 from webhook import __version__, admission, durations, names, policy, review
 from webhook.policy import PolicyError, PolicySet
-from webhook.shell import certs, kube, policyfiles
+from webhook.shell import certs, kube, opevents, policyfiles
 from webhook.shell.kube import KubeClient, NoConfiguration
 from webhook.shell.metrics import Metrics
 
@@ -429,6 +430,8 @@ def reload_policies(state: State) -> bool:
                       "no valid policy set: not ready until the policy files are fixed",
                       extra={"fields": {"error": str(exc)}})  # fmt: skip
             state.metrics.policy_reloads.labels("failed").inc()
+            opevents.emit("PolicyReloadFailed", f"policy reload failed; the last good set stays "
+                          f"in use: {exc}", warning=True)  # fmt: skip
         state.policy_error = str(exc)
         state.metrics.policies_stale.set(1)
         return False
@@ -451,10 +454,14 @@ def reload_certificates(state: State) -> None:
             log.info(
                 "serving certificate reloaded", extra={"fields": {"dir": str(state.tls.cert_dir)}}
             )
+            opevents.emit("CertificateReloaded", "serving certificate renewed: the new one in "
+                          f"{state.tls.cert_dir} is in use")  # fmt: skip
     except (OSError, ValueError) as exc:
         state.metrics.cert_reloads.labels("failed").inc()
         log.error("certificate reload failed; the previous certificate stays in use",
                   extra={"fields": {"error": str(exc)}})  # fmt: skip
+        opevents.emit("CertificateReloadFailed", "serving certificate reload failed; the "
+                      f"previous certificate stays in use: {exc}", warning=True)  # fmt: skip
     if state.client_ca is None:
         return
     try:
@@ -598,6 +605,10 @@ class Running:
             await asyncio.wait_for(state.idle.wait(), self.options.drain_timeout)
         await self.runner.cleanup()
         await self.metrics_runner.cleanup()
+        events = opevents.installed()
+        if events is not None:
+            await events.flush()
+            opevents.install(None)
         if state.cluster is not None:
             await state.cluster.close()
         log.info("stopped", extra={"fields": {"in_flight": state.in_flight}})
@@ -616,6 +627,7 @@ async def start(options: Options) -> Running:
         state.cluster = await _connect(options.kubeconfig)
     if state.cluster is not None:
         state.cluster.observe = state.metrics.api_call
+        opevents.install(_operator_events(state.cluster, options))
     cert_dir = options.cert_dir
     if cert_dir is None:
         cert_dir = certs.development_pair(names.SERVICE_NAME, names.SERVICE_NAMESPACE)
@@ -663,6 +675,15 @@ async def start(options: Options) -> Running:
     running = Running(state, options, runner, metrics_runner, site, tasks)
     log.info("serving", extra={"fields": _configuration(running, cert_dir)})
     return running
+
+
+def _operator_events(cluster: KubeClient, options: Options) -> opevents.OperatorEvents:
+    from webhook.controller import own_namespace
+    from webhook.controller.events import Recorder
+
+    identity = options.controller_identity or os.environ.get("HOSTNAME", "") or "autowrap"
+    recorder = Recorder(cluster, instance=identity)
+    return opevents.OperatorEvents(recorder, own_namespace(options.controller_namespace))
 
 
 def _configuration(running: Running, cert_dir: Path) -> dict[str, Any]:
