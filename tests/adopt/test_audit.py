@@ -12,8 +12,9 @@ import orjson
 import pytest
 
 from tests.adopt.cluster import ALICE, NAMESPACE, running_cluster, vcjob
-from tests.server.harness import REPO
+from tests.server.harness import REPO, start_cluster
 from tests.support.cluster.resources import EVENTS, VCJOBS
+from tests.support.fakekube import FakeKube
 from tests.support.pki import ServingPki
 from webhook import audit, engine, names
 from webhook.fields import rule_family
@@ -100,3 +101,22 @@ async def test_an_audited_job_is_counted_logged_annotated_and_raises_an_event(
             'autowrap_policy_findings_total{enforcement="Audit",policy="research-audit",'
             'rule="env"} 1.0'
         ) in exposition  # once: the AppWrapper autowrap made is not counted again
+
+
+async def test_redirect_mode_annotates_the_appwrapper_it_creates(
+    webhook_pki: ServingPki, fake_kube: FakeKube, fake_kubeconfig: Path, tmp_path: Path
+) -> None:
+    started, stop = await start_cluster(
+        webhook_pki, fake_kube, fake_kubeconfig, tmp_path,
+        namespaces={NAMESPACE: {"autowrap.io/tier": "research"}},
+    )  # fmt: skip
+    try:
+        result = await started.create(_audited_job())
+        assert not result.allowed  # redirect: the AppWrapper stands in for the Job
+        [aw] = started.appwrappers().values()
+        [recorded] = orjson.loads(aw["metadata"]["annotations"][names.AUDIT_FINDINGS_ANNOTATION])
+        assert (recorded["policy"], recorded["rule"], recorded["field"]) == (
+            "research-audit", "env", MASTER_ADDR
+        )  # fmt: skip
+    finally:
+        await stop()
