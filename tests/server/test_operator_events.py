@@ -133,6 +133,7 @@ async def test_policy_reload_certificate_reload_and_controller_errors_raise_even
             assert event["involvedObject"]["name"] == names.SERVICE_NAME
             assert event["involvedObject"]["namespace"] == names.SERVICE_NAMESPACE
         assert by_reason["PolicyReloadFailed"]["type"] == "Warning"
+        assert by_reason["PolicyReloadFailed"]["reportingComponent"] == "autowrap.io/server"
         assert "last good set stays in use" in by_reason["PolicyReloadFailed"]["message"]
         assert by_reason["CertificateReloaded"]["type"] == "Normal"
         assert "RuntimeError('boom')" in by_reason["ReconcileError"]["message"]

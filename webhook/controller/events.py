@@ -24,10 +24,18 @@ API_TIMEOUT = 10.0
 
 class Recorder:
     def __init__(
-        self, api: Api, *, instance: str, clock: Callable[[], float] = time.monotonic
+        self,
+        api: Api,
+        *,
+        instance: str,
+        clock: Callable[[], float] = time.monotonic,
+        component: str = COMPONENT,
+        reporter: str = "autowrap.io/controller",
     ) -> None:
         self._api = api
         self._instance = instance
+        self._component = component
+        self._reporter = reporter
         self._clock = clock
         self._seen: dict[tuple[str, str, str], float] = {}
 
@@ -63,8 +71,8 @@ class Recorder:
             "reason": reason,
             "message": message[:1024],
             "type": "Warning" if warning else "Normal",
-            "source": {"component": COMPONENT},
-            "reportingComponent": "autowrap.io/controller",
+            "source": {"component": self._component},
+            "reportingComponent": self._reporter,
             "reportingInstance": self._instance,
             "firstTimestamp": stamp,
             "lastTimestamp": stamp,

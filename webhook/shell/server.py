@@ -682,7 +682,9 @@ def _operator_events(cluster: KubeClient, options: Options) -> opevents.Operator
     from webhook.controller.events import Recorder
 
     identity = options.controller_identity or os.environ.get("HOSTNAME", "") or "autowrap"
-    recorder = Recorder(cluster, instance=identity)
+    recorder = Recorder(
+        cluster, instance=identity, component="autowrap", reporter="autowrap.io/server"
+    )
     return opevents.OperatorEvents(recorder, own_namespace(options.controller_namespace))
 
 
