@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 #
 # autowrap admission webhook image.
-#   docker build -t ghcr.io/autowrap/autowrap:0.1.0 .
+#   docker build -t ghcr.io/autowrap/autowrap:0.2.0 .
 #
 # Stage 1 builds wheels for autowrap and every dependency and installs them into a virtualenv;
 # stage 2 is the same slim Python base with only that virtualenv copied in: no pip cache, no
