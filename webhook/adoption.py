@@ -228,16 +228,21 @@ def unadopted(obj: Mapping[str, Any]) -> Obj:
                 _drop(template_meta, "labels", (names.APPWRAPPER_LABEL,))
         spec = template.get("spec")
         if isinstance(spec, dict):
-            gates = [
-                g
-                for g in as_list(spec.get("schedulingGates"))
-                if as_map(g).get("name") != names.ADMISSION_GATE
-            ]
-            if gates:
-                spec["schedulingGates"] = gates
-            else:
-                spec.pop("schedulingGates", None)
+            _ungate(spec)
     return result
+
+
+def _ungate(spec: dict[str, Any]) -> None:
+    """Remove autowrap's admission gate from a pod spec (the caller's own copy)."""
+    gates = [
+        g
+        for g in as_list(spec.get("schedulingGates"))
+        if as_map(g).get("name") != names.ADMISSION_GATE
+    ]
+    if gates:
+        spec["schedulingGates"] = gates
+    else:
+        spec.pop("schedulingGates", None)
 
 
 def _drop(metadata: dict[str, Any], field: str, keys: Sequence[str]) -> None:
@@ -423,15 +428,7 @@ def release(pod: Mapping[str, Any], info: Mapping[str, Any]) -> Release:
         )
     if problems:
         return Release(None, "; ".join(problems))
-    gates = [
-        g
-        for g in as_list(spec.get("schedulingGates"))
-        if as_map(g).get("name") != names.ADMISSION_GATE
-    ]
-    if gates:
-        spec["schedulingGates"] = gates
-    else:
-        spec.pop("schedulingGates", None)
+    _ungate(spec)
     return Release(result)
 
 
