@@ -82,6 +82,9 @@ def _as_json(doc: Any, where: str) -> Any:
 
 # --- messages: one line each, the level coloured on a terminal ---------------------------------
 
+# Default of `serve --service-name`: the Service the self-managed certificate is issued for.
+SERVICE_NAME_ENV_VAR = "AUTOWRAP_SERVICE_NAME"
+
 _COLOURS = {"error": "1;31", "warning": "33", "note": "36", "PASS": "32", "FAIL": "1;31"}
 
 
@@ -643,6 +646,14 @@ def parser() -> argparse.ArgumentParser:
         default="autowrap-serving-cert",
         metavar="NAME",
         help="the Secret for --self-managed-certs (default: autowrap-serving-cert)",
+    )
+    serve.add_argument(
+        "--service-name",
+        default=os.environ.get(SERVICE_NAME_ENV_VAR) or names.SERVICE_NAME,
+        metavar="NAME",
+        help="the Service in front of the webhook: --self-managed-certs issues the serving "
+        "certificate for NAME.<namespace>.svc, the namespace being the pod's (POD_NAMESPACE) "
+        f"(default: ${SERVICE_NAME_ENV_VAR}, else {names.SERVICE_NAME})",
     )
     serve.add_argument(
         "--webhook-configurations",

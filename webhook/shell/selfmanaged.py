@@ -105,12 +105,14 @@ def prepare(args: Namespace) -> dict[str, str]:
     files are in --cert-dir, the caBundles match its CA. Returns the Secret's data."""
     if not args.cert_dir:
         raise SystemExit("error: --self-managed-certs needs --cert-dir (an emptyDir) to write to")
+    # The Secret lives, and the certificate is issued for <service>.<namespace>.svc, in the
+    # install namespace: the pod's (POD_NAMESPACE), which `serve` resolves before calling this.
+    namespace = getattr(args, "install_namespace", None) or names.SERVICE_NAMESPACE
+    service = getattr(args, "service_name", None) or names.SERVICE_NAME
     api_client = sync_api_client(args.kubeconfig)
     try:
         store = CertificateStore(api_client)
-        namespace = names.SERVICE_NAMESPACE
-        data = ensure(store, namespace=namespace, secret=args.cert_secret,
-                      service=names.SERVICE_NAME)  # fmt: skip
+        data = ensure(store, namespace=namespace, secret=args.cert_secret, service=service)
         out = Path(args.cert_dir)
         ca = certs.Pair(_unb64(data, certs.CA_CERT), b"")
         serving = certs.Pair(_unb64(data, certs.TLS_CERT), _unb64(data, certs.TLS_KEY))

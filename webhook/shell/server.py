@@ -734,8 +734,11 @@ def main(args: Namespace) -> int:
     configure_logging(getattr(args, "log_level", "info"))
     renewal = None
     if args.self_managed_certs:
+        from webhook.controller import own_namespace
         from webhook.shell import selfmanaged
 
+        # The Secret, and the certificate's <service>.<namespace>.svc, live where the pod runs.
+        args.install_namespace = own_namespace(getattr(args, "controller_namespace", None))
         try:
             renewal = selfmanaged.Renewal(args, selfmanaged.prepare(args))
         except Exception as exc:  # start-up: say what failed and stop, no traceback
