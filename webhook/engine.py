@@ -14,7 +14,16 @@ from enum import StrEnum
 from typing import Any
 
 from webhook import builder, kinds, names, objects, workload
-from webhook.fields import ANNOTATIONS, LABELS, SPEC, FieldPath, Severity, Violation, error
+from webhook.fields import (
+    ANNOTATIONS,
+    LABELS,
+    METADATA,
+    SPEC,
+    FieldPath,
+    Severity,
+    Violation,
+    error,
+)
 from webhook.objects import Obj, as_list, as_map, int_or_none
 from webhook.plumbing import env as env_plumbing
 from webhook.plumbing import topology as topology_plumbing
@@ -116,26 +125,98 @@ def _not_a_candidate(
 ) -> str:
     if match is None:
         return _uncovered(context.namespace)
-    if as_list(as_map(obj.get("metadata")).get("ownerReferences")):
+    spec = match.policy.spec
+    always = spec.wrap is WrapMode.ALWAYS
+    owner = _controller_owner(obj, adapter)
+    if owner is not None:
+        return f"it is created by its controller ({owner}): such objects are never wrapped"
+    # Under wrap: Always, what a user can write on an object (an ownerReference, the AppWrapper
+    # label, wrap=false) does not exempt it: the object stays a candidate and
+    # ``bypass_findings`` refuses it. Under OptIn, not asking is enough to stay out.
+    if not always and as_list(as_map(obj.get("metadata")).get("ownerReferences")):
         return "it has ownerReferences: objects created by controllers are never wrapped"
     labels = objects.labels_of(obj)
     if labels.get(names.ADOPTION_LABEL) == names.ADOPTION_PENDING:
         return ""  # prepared for adoption by the mutating webhook (its pod label is its own)
-    if names.APPWRAPPER_LABEL in labels:
+    if names.APPWRAPPER_LABEL in labels and (
+        not always or context.user == names.APPWRAPPER_CONTROLLER_USER
+    ):
         return f"it already belongs to AppWrapper {labels[names.APPWRAPPER_LABEL]!r}"
     wrap = labels.get(names.WRAP_LABEL)
-    if wrap == "false":
+    if wrap == "false" and (not always or spec.allow_opt_out):
         return f"label {names.WRAP_LABEL}=false opts it out"
     if wrap == "true":
         return ""
     if adapter.queue_label_requests_wrap and names.QUEUE_LABEL in labels:
         return ""
-    if match.policy.spec.wrap is WrapMode.ALWAYS:
+    if always:
         return ""
     triggers = f"label {names.WRAP_LABEL}=true"
     if adapter.queue_label_requests_wrap:
         triggers += f" or {names.QUEUE_LABEL}"
     return f"no {triggers}, and policy {match.policy.name!r} wraps only on request"
+
+
+def _owner_group(ref: Mapping[str, Any]) -> str:
+    api_version = ref.get("apiVersion")
+    return api_version.rpartition("/")[0] if isinstance(api_version, str) else ""
+
+
+def _controller_owner(obj: Mapping[str, Any], adapter: KindAdapter) -> str | None:
+    """The controller ownerReference (``controller: true``) naming a kind that really creates
+    objects of this kind (``adapter.owner_kinds``), as "Kind name"; None without one."""
+    for ref in as_list(as_map(obj.get("metadata")).get("ownerReferences")):
+        ref = as_map(ref)
+        if ref.get("controller") is True and (_owner_group(ref), ref.get("kind")) in (
+            adapter.owner_kinds
+        ):
+            return f"{ref.get('kind')} {ref.get('name')}"
+    return None
+
+
+def bypass_findings(
+    obj: Mapping[str, Any], adapter: KindAdapter, match: Match, context: Context
+) -> list[Violation]:
+    """Under ``wrap: Always``, what a user wrote to keep a candidate out of its AppWrapper (and
+    so out of Kueue's quota): each is refused, with its field."""
+    spec = match.policy.spec
+    if spec.wrap is not WrapMode.ALWAYS:
+        return []
+    policy = f"policy {match.policy.name!r} wraps every {adapter.kind} in this namespace"
+    found: list[Violation] = []
+    if _controller_owner(obj, adapter) is None:
+        refs = as_list(as_map(obj.get("metadata")).get("ownerReferences"))
+        known = ", ".join(sorted(f"{k} ({g or 'core'})" for g, k in adapter.owner_kinds))
+        for i, ref in enumerate(refs):
+            ref = as_map(ref)
+            found.append(Violation(
+                METADATA.child("ownerReferences").index(i),
+                f"names {ref.get('kind')!r} ({ref.get('apiVersion')}), which is not a controller "
+                f"that creates {adapter.kind}s; {policy} (wrap: Always), and only a controller "
+                f"ownerReference of {known} exempts one; remove the ownerReference",
+                rule="opt-out",
+            ))  # fmt: skip
+    labels = objects.labels_of(obj)
+    pending = labels.get(names.ADOPTION_LABEL) == names.ADOPTION_PENDING
+    if (
+        not pending
+        and names.APPWRAPPER_LABEL in labels
+        and context.user != names.APPWRAPPER_CONTROLLER_USER
+    ):
+        found.append(Violation(
+            LABELS.key(names.APPWRAPPER_LABEL),
+            f"only the AppWrapper controller ({names.APPWRAPPER_CONTROLLER_USER}) may create "
+            f"objects with this label; {policy} (wrap: Always); remove the label",
+            rule="opt-out",
+        ))  # fmt: skip
+    if labels.get(names.WRAP_LABEL) == "false" and not spec.allow_opt_out:
+        found.append(Violation(
+            LABELS.key(names.WRAP_LABEL),
+            f"{policy} (wrap: Always) and does not allow opting out (allowOptOut is not set); "
+            "remove the label, or ask your platform team for allowOptOut",
+            rule="opt-out",
+        ))  # fmt: skip
+    return found
 
 
 # --- one workload: findings and plumbing ---------------------------------------------------------
@@ -273,6 +354,10 @@ def wrap_candidate(obj: object, context: Context) -> Candidate | None:
     match = context.policies.match(context.namespace, context.namespace_labels)
     if match is None or _not_a_candidate(obj, adapter, match, context):
         return None
+    if match.policy.spec.enforcement is not Enforcement.AUDIT and bypass_findings(
+        obj, adapter, match, context
+    ):
+        return None  # left unprepared: validation refuses it with the findings
     if not objects.name_of(obj) and not context.uid:
         return None
     name = _appwrapper_name(obj, context, "")
@@ -297,6 +382,7 @@ def wrap(
 
     findings: list[Violation] = []
     if check:
+        findings += bypass_findings(obj, adapter, match, context)
         findings += workload_findings(component, adapter, policy)
         findings += queue.check(chosen_queue, policy.queue)
         findings += fault_tolerance.check(objects.annotations_of(obj), policy.fault_tolerance)

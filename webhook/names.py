@@ -64,6 +64,13 @@ KUEUE_FINALIZER: Final = "kueue.x-k8s.io/managed"
 KUEUE_GATES: Final = ("kueue.x-k8s.io/admission", "kueue.x-k8s.io/topology")
 KUEUE_POD_ANNOTATIONS: Final = ("kueue.x-k8s.io/role-hash",)
 APPWRAPPER_LABEL: Final = "workload.codeflare.dev/appwrapper"
+# The AppWrapper controller's user (its ServiceAccount as deploy/ of project-codeflare/appwrapper
+# installs it): the only requester whose APPWRAPPER_LABEL exempts an object in an Always
+# namespace. deploy/base/webhooks.yaml repeats it in the *-always entries' matchConditions;
+# change both together if the controller runs under another ServiceAccount or namespace.
+APPWRAPPER_CONTROLLER_USER: Final = (
+    "system:serviceaccount:appwrapper-system:appwrapper-controller-manager"
+)
 FAULT_TOLERANCE_PREFIX: Final = "workload.codeflare.dev.appwrapper/"
 LAST_APPLIED_ANNOTATION: Final = "kubectl.kubernetes.io/last-applied-configuration"
 VOLCANO_TASK_INDEX: Final = "volcano.sh/task-index"

@@ -256,6 +256,8 @@ class TopologyPolicy(_Model):
 class PolicySpec(_Model):
     namespaces: NamespaceSelection
     wrap: WrapMode = WrapMode.OPT_IN
+    # Whether, under wrap: Always, a user may keep an object out with autowrap.io/wrap=false.
+    allow_opt_out: bool = Field(default=False, alias="allowOptOut")
     mode: Mode = Mode.ADOPT
     enforcement: Enforcement = Enforcement.ENFORCE
     queue: QueuePolicy = QueuePolicy()
@@ -275,6 +277,17 @@ class PolicySpec(_Model):
                 '(e.g. ["nvidia.com/gpu"])'
             )
         return value
+
+    @model_validator(mode="after")
+    def _opt_out_needs_always(self) -> PolicySpec:
+        # Refused rather than ignored: under OptIn nothing is wrapped unless asked, so the field
+        # would do nothing, and whoever wrote it most likely meant wrap: Always.
+        if self.allow_opt_out and self.wrap is not WrapMode.ALWAYS:
+            raise ValueError(
+                "allowOptOut applies only to wrap: Always (under OptIn an object is wrapped only "
+                "when it asks, so there is nothing to opt out of); remove it, or set wrap: Always"
+            )
+        return self
 
 
 class PolicyMeta(_Model):

@@ -77,6 +77,10 @@ class KindAdapter(Protocol):
     # Whether the Kueue queue label alone asks for wrapping (true where Kueue cannot run the
     # kind itself, so the label can only mean "queue this through an AppWrapper").
     queue_label_requests_wrap: bool
+    # The controllers that create objects of this kind, as (API group, kind) of the controller
+    # ownerReference they set: in a `wrap: Always` namespace only such an owner exempts an
+    # object from wrapping (any other ownerReference is refused). The one place this list lives.
+    owner_kinds: frozenset[tuple[str, str]]
 
     def pod_groups(self, obj: Mapping[str, Any]) -> list[PodGroup]:
         """Every pod group, in spec order; never raises, whatever the object holds."""

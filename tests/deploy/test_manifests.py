@@ -23,7 +23,7 @@ import yaml
 from tests.server.harness import cel_predicates
 from tests.support.apiserver import ApiserverEmulator, UserInfo, selector_matches
 from tests.support.pki import ServingPki
-from webhook import cli, names
+from webhook import cli, kinds, names
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -156,7 +156,7 @@ def volume_mounted_at(objs: Iterable[Obj], path: str) -> Obj:
 
 
 def conditions_match(
-    hook: Obj, obj: Obj, old: Obj | None = None, operation: str = "CREATE"
+    hook: Obj, obj: Obj, old: Obj | None = None, operation: str = "CREATE", user: str = "alice"
 ) -> bool:
     """matchConditions with the variables kube-apiserver binds: object, oldObject (null on
     CREATE) and request."""
@@ -170,7 +170,7 @@ def conditions_match(
     activation = {
         "object": celpy.json_to_cel(obj),
         "oldObject": celpy.json_to_cel(old),
-        "request": celpy.json_to_cel({"operation": operation}),
+        "request": celpy.json_to_cel({"operation": operation, "userInfo": {"username": user}}),
     }
     return all(
         bool(env.program(env.compile(c["expression"])).evaluate(activation)) for c in conditions
@@ -203,6 +203,7 @@ def webhooks_called(
     namespace_labels: dict[str, str],
     old: Obj | None = None,
     kind: str | None = None,
+    user: str = "alice",
 ) -> list[str]:
     """The webhooks the apiserver calls when `obj` is created (or, with `old`, updated) in a
     namespace with those labels; `kind` keeps only one of the two configurations.
@@ -220,7 +221,7 @@ def webhooks_called(
             selector_matches(hook.get("objectSelector"), labels_of(obj))
             or (old is not None and selector_matches(hook.get("objectSelector"), labels_of(old)))
         )
-        and conditions_match(hook, obj, old, operation)
+        and conditions_match(hook, obj, old, operation, user)
     ]
 
 
@@ -228,15 +229,36 @@ def namespace(name: str, **labels: str) -> dict[str, str]:
     return {"kubernetes.io/metadata.name": name, **labels}
 
 
-def vcjob(labels: dict[str, str] | None = None, owned: bool = False) -> Obj:
+def _owner(api_version: str, kind: str, controller: bool = True) -> Obj:
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": "o",
+        "uid": "1",
+        "controller": controller,
+    }
+
+
+# A controller that really creates each kind (its adapter's owner_kinds).
+REAL_OWNER = {"Job": _owner("workload.codeflare.dev/v1beta2", "AppWrapper"),
+              "Pod": _owner("apps/v1", "ReplicaSet")}  # fmt: skip
+MADE_UP_OWNER = _owner("v1", "ConfigMap")
+
+
+def vcjob(
+    labels: dict[str, str] | None = None, owned: bool = False, owner: Obj | None = None
+) -> Obj:
     meta: Obj = {"name": "train", "namespace": "team-a", "labels": labels or {}}
-    if owned:
-        meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "X", "name": "o", "uid": "1"}]
+    if owned or owner is not None:
+        meta["ownerReferences"] = [owner or REAL_OWNER["Job"]]
     return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": meta}
 
 
-def pod(labels: dict[str, str] | None = None, owned: bool = False) -> Obj:
-    return {**vcjob(labels, owned), "apiVersion": "v1", "kind": "Pod"}
+def pod(labels: dict[str, str] | None = None, owned: bool = False, owner: Obj | None = None) -> Obj:
+    obj = {**vcjob(labels, owned, owner), "apiVersion": "v1", "kind": "Pod"}
+    if owned and owner is None:
+        obj["metadata"] = {**obj["metadata"], "ownerReferences": [REAL_OWNER["Pod"]]}
+    return obj
 
 
 def appwrapper(*templates: Obj) -> Obj:
@@ -454,11 +476,41 @@ SCENARIOS = {
         ALWAYS,
         ["adopt", "wrap"],
     ),
-    "vcjob labeled wrap=false in an Always namespace is not sent": (
+    "vcjob labeled wrap=false in an Always namespace is sent (the policy decides)": (
         vcjob(NO_WRAP),
         "jobs",
         ALWAYS,
+        ["adopt", "wrap"],
+    ),
+    "vcjob with a made-up owner in an Always namespace is sent (and refused)": (
+        vcjob(owner=MADE_UP_OWNER),
+        "jobs",
+        ALWAYS,
+        ["adopt", "wrap"],
+    ),
+    "vcjob with a non-controller AppWrapper owner in an Always namespace is sent": (
+        vcjob(owner=_owner("workload.codeflare.dev/v1beta2", "AppWrapper", controller=False)),
+        "jobs",
+        ALWAYS,
+        ["adopt", "wrap"],
+    ),
+    "vcjob of an AppWrapper in an Always namespace is not sent": (
+        vcjob(owned=True),
+        "jobs",
+        ALWAYS,
         [],
+    ),
+    "vcjob with a user's AppWrapper label in an Always namespace is sent (and refused)": (
+        vcjob(WRAPPED),
+        "jobs",
+        ALWAYS,
+        ["adopt", "wrap"],
+    ),
+    "pod with a made-up owner in an Always namespace is sent (and refused)": (
+        pod(owner=MADE_UP_OWNER),
+        "pods",
+        ALWAYS,
+        ["adopt", "wrap"],
     ),
     "pod labeled wrap=true is wrapped": (pod(WRAP), "pods", TEAM, ["adopt", "wrap"]),
     "pod with only a queue label is left to Kueue": (pod(QUEUE), "pods", TEAM, []),
@@ -470,7 +522,12 @@ SCENARIOS = {
         ["adopt", "wrap"],
     ),
     "pod of an AppWrapper is not sent": (pod({**WRAP, **WRAPPED}), "pods", TEAM, []),
-    "pod of an AppWrapper in an Always namespace is not sent": (pod(WRAPPED), "pods", ALWAYS, []),
+    "pod with a user's AppWrapper label in an Always namespace is sent (and refused)": (
+        pod(WRAPPED),
+        "pods",
+        ALWAYS,
+        ["adopt", "wrap"],
+    ),
     "vcjob already marked for adoption by its author is prepared as any other": (
         vcjob({**QUEUE, names.ADOPTION_LABEL: names.ADOPTION_PENDING}),
         "jobs",
@@ -519,7 +576,9 @@ def webhook_role(objs: Iterable[Obj], name: str) -> str:
                     return "complete"
                 if any("UPDATE" in r["operations"] for r in hook["rules"]):
                     return "reapply"
-                keys = {e["key"] for e in hook["objectSelector"].get("matchExpressions", [])}
+                keys = {
+                    e["key"] for e in (hook.get("objectSelector") or {}).get("matchExpressions", [])
+                }
                 return "rank" if names.NODE_RANK_OFFSET_LABEL in keys else "adopt"
             return "wrap" if hook["sideEffects"] == "NoneOnDryRun" else "check"
     raise AssertionError(name)
@@ -686,11 +745,19 @@ def test_mutating_wrap_entries_share_the_scope_of_their_validating_twins() -> No
         assert hook["namespaceSelector"] == twin["namespaceSelector"], name
         assert hook["matchPolicy"] == twin["matchPolicy"], name
         # Every condition of the twin holds for the mutating entry too (the Pod twins move the
-        # AppWrapper-label exclusion into a condition that lets prepared Pods through).
-        keys = {e["key"] for e in hook["objectSelector"]["matchExpressions"]}
-        assert names.APPWRAPPER_LABEL in keys, name
+        # AppWrapper-label exclusion into a condition that lets prepared Pods through; the
+        # Always entries all do, on request.userInfo).
         conditions = {c["name"] for c in hook.get("matchConditions", [])}
-        assert "has-no-owner" in conditions, name
+        if name.endswith("-always.autowrap.io"):
+            assert "objectSelector" not in hook, name
+            assert {"no-controller-owner", "appwrapper-label-only-from-its-controller"} <= (
+                conditions
+            ), name
+            assert hook["matchConditions"] == twin["matchConditions"], name
+        else:
+            keys = {e["key"] for e in hook["objectSelector"]["matchExpressions"]}
+            assert names.APPWRAPPER_LABEL in keys, name
+            assert "has-no-owner" in conditions, name
 
 
 def test_mutating_wrap_entries_are_pure_fail_closed_and_may_look_up_the_queue(
@@ -1273,3 +1340,44 @@ def test_the_container_command_is_one_the_cli_accepts(variant: str) -> None:
     assert args.command == "serve"
     assert args.port == names.SERVING_PORT
     assert args.metrics_port == names.METRICS_PORT
+
+
+# --- wrap: Always cannot be skipped by what a user writes (issue 14, item 3) --------------------
+
+
+@pytest.mark.parametrize("make", [vcjob, pod], ids=["vcjob", "pod"])
+def test_always_entries_let_exactly_the_adapters_controller_owners_through(make: Any) -> None:
+    objs = render("base")
+    adapter = kinds.find(make()["apiVersion"], make()["kind"])
+    assert adapter is not None
+    route = f"{adapter.resource if adapter.kind == 'Pod' else 'vcjobs'}.always"
+    for group, kind in sorted(adapter.owner_kinds):
+        api_version = f"{group}/v9" if group else "v1"
+        for controller, sent in ((True, False), (False, True)):
+            obj = make(owner=_owner(api_version, kind, controller=controller))
+            for config in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+                routes = wrap_routes(objs, config, obj, ALWAYS)
+                assert routes == ([route] if sent else []), (kind, controller, config)
+    for api_version, kind in (("v1", "ConfigMap"), ("example.com/v1", "ReplicaSet"),
+                              ("apps/v1", "Deployment"), ("batch.volcano.sh.evil/v1", "Job")):  # fmt: skip
+        obj = make(owner=_owner(api_version, kind))
+        assert wrap_routes(objs, "ValidatingWebhookConfiguration", obj, ALWAYS) == [route], kind
+
+
+@pytest.mark.parametrize("make", [vcjob, pod], ids=["vcjob", "pod"])
+def test_the_appwrapper_label_keeps_an_object_out_only_on_the_controllers_requests(
+    make: Any,
+) -> None:
+    objs = render("base")
+    obj = make(WRAPPED)
+    resource = "jobs" if obj["kind"] == "Job" else "pods"
+    for user, expected in (("alice", 2), (names.APPWRAPPER_CONTROLLER_USER, 0)):
+        called = webhooks_called(
+            objs, resource=resource, obj=obj, namespace_labels=ALWAYS, user=user
+        )
+        assert len([n for n in called if "-always." in n]) == expected, (user, called)
+    # The username in the YAML is the engine's.
+    for _, hook in webhooks(objs):
+        for condition in hook.get("matchConditions", []):
+            if condition["name"] == "appwrapper-label-only-from-its-controller":
+                assert f"'{names.APPWRAPPER_CONTROLLER_USER}'" in condition["expression"]

@@ -23,6 +23,35 @@ class PodKind:
     kind = "Pod"
     resource = "pods"
     queue_label_requests_wrap = False  # Kueue's own pod integration already reads it
+    # Each sets a controller ownerReference (controller: true) on the Pods it creates:
+    # ReplicaSet, StatefulSet, DaemonSet, Job: metav1.NewControllerRef in kubernetes
+    #   pkg/controller/{replicaset/replica_set.go, statefulset/stateful_set_utils.go (newVersionedStatefulSetPod),
+    #   daemon/daemon_controller.go, job/job_controller.go} via controller.PodControlInterface;
+    # Node: the kubelet's mirror Pods (pkg/kubelet/pod/mirror_client.go, CreateMirrorPod);
+    # Volcano Job: volcano pkg/controllers/job/job_controller_util.go (createJobPod,
+    #   metav1.NewControllerRef);
+    # AppWrapper: project-codeflare/appwrapper internal/controller/appwrapper/resource_management.go
+    #   (controllerutil.SetControllerReference on each component);
+    # Kueue-integrated kinds that create Pods themselves: Kubeflow training-operator
+    #   (PyTorchJob, TFJob, MPIJob, XGBoostJob, PaddleJob, JAXJob: pkg/controller.v1/common/pod.go,
+    #   NewControllerRef), KubeRay (RayCluster: ray-operator/controllers/ray/raycluster_controller.go,
+    #   SetControllerReference), MPI operator v2beta1 (mpi-operator pkg/controller/mpi_job_controller.go).
+    owner_kinds = frozenset({
+        ("apps", "ReplicaSet"),
+        ("apps", "StatefulSet"),
+        ("apps", "DaemonSet"),
+        ("batch", "Job"),
+        ("", "Node"),
+        ("batch.volcano.sh", "Job"),
+        ("workload.codeflare.dev", "AppWrapper"),
+        ("kubeflow.org", "PyTorchJob"),
+        ("kubeflow.org", "TFJob"),
+        ("kubeflow.org", "MPIJob"),
+        ("kubeflow.org", "XGBoostJob"),
+        ("kubeflow.org", "PaddleJob"),
+        ("kubeflow.org", "JAXJob"),
+        ("ray.io", "RayCluster"),
+    })  # fmt: skip
 
     def pod_groups(self, obj: Mapping[str, Any]) -> list[PodGroup]:
         return [

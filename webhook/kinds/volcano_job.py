@@ -27,6 +27,16 @@ class VolcanoJobKind:
     kind = "Job"
     resource = "jobs"
     queue_label_requests_wrap = True
+    # Each sets a controller ownerReference on the Volcano Jobs it creates: AppWrapper
+    # (project-codeflare/appwrapper internal/controller/appwrapper/resource_management.go,
+    # controllerutil.SetControllerReference), Volcano CronJob (volcano
+    # pkg/controllers/cronjob/cronjob_controller_util.go, metav1.NewControllerRef) and JobFlow
+    # (volcano pkg/controllers/jobflow/jobflow_controller_action.go, SetControllerReference).
+    owner_kinds = frozenset({
+        ("workload.codeflare.dev", "AppWrapper"),
+        ("batch.volcano.sh", "CronJob"),
+        ("flow.volcano.sh", "JobFlow"),
+    })  # fmt: skip
 
     def pod_groups(self, obj: Mapping[str, Any]) -> list[PodGroup]:
         groups = []
