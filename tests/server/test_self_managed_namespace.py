@@ -70,3 +70,23 @@ async def test_the_certificate_follows_the_pod_namespace_and_service_name(
     assert "jobwrap.platform-webhooks.svc" in dns
     assert not any(n.startswith(f"{names.SERVICE_NAME}.") for n in dns)
     assert not any(names.SERVICE_NAMESPACE in n for n in dns)
+
+
+def test_serve_resolves_the_install_namespace_from_the_pod_before_preparing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from webhook.shell import server
+
+    seen: list[Namespace] = []
+
+    def stop(args: Namespace) -> dict[str, str]:
+        seen.append(args)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setenv("POD_NAMESPACE", "platform-webhooks")
+    monkeypatch.setattr(selfmanaged, "prepare", stop)
+    args = _serve_args("--self-managed-certs", "--cert-dir", "/nonexistent")
+
+    assert server.main(args) == 1
+
+    assert [a.install_namespace for a in seen] == ["platform-webhooks"]
