@@ -86,6 +86,28 @@ def service_account_user(name: str = SERVICE_NAME, namespace: str = SERVICE_NAME
 ADMISSION_GROUP = "admissionregistration.k8s.io"
 
 
+def write_kubeconfig(path: Path, server: str, token: str, namespace: str = "default") -> Path:
+    """A kubeconfig with bearer-token auth for a fake API at ``server``, read by
+    ``kubernetes(.aio).config.load_kube_config``."""
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "fake", "cluster": {"server": server}}],
+        "users": [{"name": "fake-user", "user": {"token": token}}],
+        "contexts": [
+            {
+                "name": "fake",
+                "context": {"cluster": "fake", "user": "fake-user", "namespace": namespace},
+            }
+        ],
+        "current-context": "fake",
+        "preferences": {},
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
 class KubeApiError(Exception):
     """Raised by hooks to answer with a metav1.Status, as kube-apiserver would."""
 
@@ -324,23 +346,7 @@ class FakeKube:
 
     def write_kubeconfig(self, path: Path, namespace: str = "default") -> Path:
         """A kubeconfig with token auth for ``kubernetes.config.load_kube_config``."""
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
-            "users": [{"name": "fake-user", "user": {"token": self.token}}],
-            "contexts": [
-                {
-                    "name": "fake",
-                    "context": {"cluster": "fake", "user": "fake-user", "namespace": namespace},
-                }
-            ],
-            "current-context": "fake",
-            "preferences": {},
-        }
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(yaml.safe_dump(config, sort_keys=False))
-        return path
+        return write_kubeconfig(path, self.url, self.token, namespace)
 
     # -- state set-up --------------------------------------------------------------------------
 

@@ -35,7 +35,7 @@ from tests.support.cluster import fields as managed
 from tests.support.cluster import patches
 from tests.support.cluster.resources import ALL, NAMESPACES, PODS, SERVICES, Resource
 from tests.support.cluster.store import ApiError, JsonDict, Store, bad_request
-from tests.support.fakekube import AccessRule, FakeKube, RecordedRequest
+from tests.support.fakekube import AccessRule, FakeKube, RecordedRequest, write_kubeconfig
 
 ADMIN = UserInfo(username="kubernetes-admin", groups=("system:masters", "system:authenticated"))
 AUTHORIZATION = "authorization.k8s.io"
@@ -166,22 +166,7 @@ class FakeCluster:
 
     def write_kubeconfig(self, path: Path, namespace: str = "default") -> Path:
         """A kubeconfig with token auth for ``kubernetes(.aio).config.load_kube_config``."""
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
-            "users": [{"name": "fake-user", "user": {"token": self.token}}],
-            "contexts": [
-                {
-                    "name": "fake",
-                    "context": {"cluster": "fake", "user": "fake-user", "namespace": namespace},
-                }
-            ],  # fmt: skip
-            "current-context": "fake",
-        }
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(yaml.safe_dump(config, sort_keys=False))
-        return path
+        return write_kubeconfig(path, self.url, self.token, namespace)
 
     # -- set-up helpers ------------------------------------------------------------------------
 
