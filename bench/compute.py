@@ -18,6 +18,7 @@ import orjson
 
 from bench.payloads import Payload
 from webhook import admission, engine
+from webhook.provenance import Me
 from webhook.shell import policyfiles
 from webhook.shell.kube import Identity
 
@@ -49,6 +50,9 @@ class InstantCluster:
 
     async def namespace_labels(self, namespace: str, *, timeout: float) -> dict[str, str]:
         return {}
+
+    async def own_identity(self, *, timeout: float) -> Me:
+        return Me("system:serviceaccount:autowrap-system:autowrap")
 
     async def redirect_reason(self, namespace: str, queue: str, *, timeout: float) -> str | None:
         return None

@@ -17,6 +17,7 @@ ENGINE = [
     "policy.py",
     "workload.py",
     "objects.py",
+    "provenance.py",
     "fields.py",
     "names.py",
     "dnsnames.py",

@@ -19,9 +19,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from webhook import adoption, audit, builder, engine, names, objects, patches, review
+from webhook import adoption, audit, builder, engine, names, objects, patches, provenance, review
 from webhook.plumbing import pods
 from webhook.policy import Match, Mode, PolicySet
+from webhook.rules import size
 from webhook.shell.kube import AlreadyExists, ApiFailure, Identity
 
 Webhook = Literal["mutate", "validate"]
@@ -62,6 +63,10 @@ class Cluster(Protocol):
     ) -> bool | None: ...
 
     async def namespace_labels(self, namespace: str, *, timeout: float) -> dict[str, str]: ...
+
+    async def own_identity(self, *, timeout: float) -> provenance.Me:
+        """Who autowrap's own credentials authenticate as (asked once, then remembered)."""
+        ...
 
     async def refusal(
         self, namespace: str, components: list[dict[str, Any]], *, timeout: float
@@ -251,6 +256,15 @@ async def _mode(
 def _patched(
     uid: str, rec: Record, original: Mapping[str, Any], result: Mapping[str, Any] | None, what: str
 ) -> dict[str, Any]:
+    if result is not None:
+        # What the apiserver would store after this patch, weighed before the patch is made: a
+        # result over etcd's limit is refused at the write anyway, and its patch (env added to
+        # every container) can weigh many times the object.
+        kind = original.get("kind") or "object"
+        too_large = size.check(result, what=f"the {kind} with the env, DNS and gates autowrap "
+                               f"adds (submitted: {size.json_size(original):,} bytes)")  # fmt: skip
+        if too_large:
+            return _denied(uid, rec, [v.render() for v in too_large])
     patch = patches.make_patch(original, result) if result is not None else []
     rec.decision = what if patch else "unchanged"
     return review.allow(uid, patch=patch)
@@ -369,13 +383,14 @@ async def _wrap(
     except AlreadyExists:
         try:
             existing = await cluster.get_appwrapper(ns, aw_name, timeout=budget.left())
+            me = await cluster.own_identity(timeout=budget.left())
         except ApiFailure as exc:
             exc.message += (
                 f"; AppWrapper {ns}/{aw_name} already exists: apply the same manifest again, "
                 f"or check it with kubectl get appwrapper {aw_name} -n {ns}"
             )
             raise
-        refusal = _refuse_existing(existing, appwrapper, request, ns, aw_name, rec.name)
+        refusal = _refuse_existing(existing, appwrapper, me, request, ns, aw_name, rec.name)
         if refusal is not None:
             return _denied(request.uid, rec, [refusal], code=409, reason="AlreadyExists",
                            warnings=verdict.warnings)  # fmt: skip
@@ -418,27 +433,10 @@ def _redirect_message(
     )
 
 
-def _component(appwrapper: Mapping[str, Any] | None) -> Any:
-    components = objects.as_list(objects.as_map((appwrapper or {}).get("spec")).get("components"))
-    return objects.as_map(components[0]).get("template") if components else None
-
-
-def _settings(appwrapper: Mapping[str, Any]) -> dict[str, str]:
-    """What else decides how the work runs: its queue, priority and fault tolerance."""
-    labels = objects.labels_of(appwrapper)
-    keys = (names.QUEUE_LABEL, names.PRIORITY_LABEL)
-    found: dict[str, str] = {k: labels[k] for k in keys if k in labels}
-    found.update(
-        (k, v)
-        for k, v in objects.annotations_of(appwrapper).items()
-        if k.startswith(names.FAULT_TOLERANCE_PREFIX)
-    )
-    return found
-
-
 def _refuse_existing(
     existing: Mapping[str, Any] | None,
     wanted: Mapping[str, Any],
+    me: provenance.Me,
     request: review.AdmissionRequest,
     ns: str,
     aw_name: str,
@@ -446,17 +444,26 @@ def _refuse_existing(
 ) -> str | None:
     """Why an AppWrapper that already has the name cannot stand for this request, or None.
 
-    The wrapped object itself is compared, not the spec-hash annotation, which anyone who can
-    create AppWrappers could copy onto one that runs something else. A difference the user did
-    not make (queue or fault tolerance from another policy version) is no reason to refuse, and
-    never a reason to advise deleting what may be running."""
+    Only an AppWrapper autowrap created stands for a request, and only when it wraps the very
+    same object (``webhook.provenance``): its annotations could have been copied onto one that
+    runs something else. A difference the user did not make (queue or fault tolerance from
+    another policy version) is no reason to refuse, and never a reason to advise deleting what
+    may be running."""
     kind = request.kind.kind
     if existing is None:
         return (
             f"AppWrapper {ns}/{aw_name} was there a moment ago and is gone now; apply the same "
             "manifest again"
         )
-    if objects.canonical_hash(_component(existing)) != objects.canonical_hash(_component(wanted)):
+    who = provenance.stranger(existing, me)
+    if who is not None:
+        return (
+            f"AppWrapper {ns}/{aw_name} already exists and {who}, so autowrap cannot stand "
+            f"behind it; rename {kind} {ns}/{name or aw_name}, or ask whoever made that "
+            f"AppWrapper to remove it (kubectl get appwrapper {aw_name} -n {ns} -o yaml shows "
+            "its labels)"
+        )
+    if not provenance.same_work(existing, wanted):
         return (
             f"AppWrapper {ns}/{aw_name} already exists with a different spec; delete it first "
             f"(kubectl delete appwrapper {aw_name} -n {ns}) or rename {kind} {ns}/{name or aw_name}"
@@ -484,7 +491,7 @@ def _with_settings_note(
     ns: str,
     aw_name: str,
 ) -> engine.Verdict:
-    have, want = _settings(existing or {}), _settings(wanted)
+    have, want = provenance.settings(existing or {}), provenance.settings(wanted)
     if have == want:
         return verdict
     differing = sorted(k for k in set(have) | set(want) if have.get(k) != want.get(k))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from webhook import audit, engine, kinds, names, objects
+from webhook import audit, engine, kinds, names, objects, provenance
 from webhook.objects import Obj, as_list, as_map
 from webhook.policy import PolicySpec
 from webhook.workload import KindAdapter
@@ -350,15 +350,19 @@ def is_terminating(obj: Mapping[str, Any]) -> bool:
 
 
 def may_readopt(appwrapper: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
-    """An AppWrapper left by an earlier object of the same name may stand for a new one only
-    while it is Suspended with the same spec hash: a GitOps tool re-created the object after
-    the AppWrapper deleted it on preemption (adopt-mode.md §3, "self-heal")."""
-    key = names.SPEC_HASH_ANNOTATION
+    """An AppWrapper autowrap made for an earlier object of the same name may stand for a new
+    one only while it is Suspended and wraps the very same work in the same queue: a GitOps
+    tool re-created the object after the AppWrapper deleted it on preemption (adopt-mode.md
+    §3, "self-heal"). The wrapped object is compared whole, not the spec-hash annotation,
+    which anyone could copy; who made the AppWrapper is the caller's check
+    (``webhook.provenance.stranger``)."""
+    queue = names.QUEUE_LABEL
     return (
         phase_of(appwrapper) == "Suspended"
         and not is_terminating(appwrapper)
         and as_map(appwrapper.get("spec")).get("suspend") is True
-        and objects.annotations_of(appwrapper).get(key) == objects.annotations_of(wanted).get(key)
+        and provenance.same_work(appwrapper, wanted)
+        and objects.labels_of(appwrapper).get(queue) == objects.labels_of(wanted).get(queue)
     )
 
 

@@ -380,14 +380,6 @@ def wrap(
         metadata["name"] = name
         metadata.pop("generateName", None)
 
-    findings: list[Violation] = []
-    if check:
-        findings += bypass_findings(obj, adapter, match, context)
-        findings += workload_findings(component, adapter, policy)
-        findings += queue.check(chosen_queue, policy.queue)
-        findings += fault_tolerance.check(objects.annotations_of(obj), policy.fault_tolerance)
-        findings += podsets.check(len(groups), path=SPEC)
-
     origin = {
         names.ORIGIN_KIND_ANNOTATION: _origin_kind(adapter),
         names.ORIGIN_NAME_ANNOTATION: objects.name_of(obj) or name,
@@ -405,8 +397,17 @@ def wrap(
         origin=origin,
     )
     completed = complete(appwrapper, policy)
+    findings: list[Violation] = []
     if check:
+        # Too large to store is the one finding that matters, and the rules' walk over a huge
+        # object is the most expensive part of a review: measured first, reported alone.
         findings += size_rules.check(completed, what="the AppWrapper")
+    if check and not findings:
+        findings += bypass_findings(obj, adapter, match, context)
+        findings += workload_findings(component, adapter, policy)
+        findings += queue.check(chosen_queue, policy.queue)
+        findings += fault_tolerance.check(objects.annotations_of(obj), policy.fault_tolerance)
+        findings += podsets.check(len(groups), path=SPEC)
     return Outcome(Action.WRAP, completed, tuple(findings), match, f"wrapped: {match.reason}")
 
 
@@ -480,6 +481,8 @@ def _complete_submitted(appwrapper: Obj, match: Match, *, check: bool) -> Outcom
 
 def check_appwrapper(appwrapper: Mapping[str, Any], policy: PolicySpec) -> list[Violation]:
     found: list[Violation] = size_rules.check(appwrapper, what="the AppWrapper")
+    if found:
+        return found  # reported alone: see ``wrap``
     found += queue.check(
         objects.labels_of(appwrapper).get(names.QUEUE_LABEL),
         policy.queue,

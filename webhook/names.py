@@ -64,6 +64,11 @@ KUEUE_FINALIZER: Final = "kueue.x-k8s.io/managed"
 KUEUE_GATES: Final = ("kueue.x-k8s.io/admission", "kueue.x-k8s.io/topology")
 KUEUE_POD_ANNOTATIONS: Final = ("kueue.x-k8s.io/role-hash",)
 APPWRAPPER_LABEL: Final = "workload.codeflare.dev/appwrapper"
+# Written by the AppWrapper operator's mutating webhook on every AppWrapper create, from the
+# requester's authenticated name and uid (whatever the object said), and frozen on update
+# (internal/webhook/appwrapper_webhook.go:95-98, :270-275).
+APPWRAPPER_USER_LABEL: Final = "workload.codeflare.dev/user"
+APPWRAPPER_USERID_LABEL: Final = "workload.codeflare.dev/userid"
 # The AppWrapper controller's user (its ServiceAccount as deploy/ of project-codeflare/appwrapper
 # installs it): the only requester whose APPWRAPPER_LABEL exempts an object in an Always
 # namespace. deploy/base/webhooks.yaml repeats it in the *-always entries' matchConditions;
@@ -95,3 +100,5 @@ HEALTHZ_PATH: Final = "/healthz"
 READYZ_PATH: Final = "/readyz"
 METRICS_PATH: Final = "/metrics"
 MAX_BODY_BYTES: Final = 7 * 1024 * 1024
+# The field manager of every write autowrap makes: metadata.managedFields names it.
+FIELD_MANAGER: Final = "autowrap"

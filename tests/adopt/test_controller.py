@@ -5,8 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.adopt.harness import NAMESPACE, QUEUE, adopting, eventually, vcjob
+from tests.support.apiserver import UserInfo
 from tests.support.cluster.resources import APPWRAPPERS, LEASES, VCJOBS
 from webhook import names
+
+BOB = UserInfo(username="bob", uid="bob-uid", groups=("system:authenticated",))
 
 
 def _adopted(job: dict | None) -> bool:
@@ -201,6 +204,45 @@ async def test_a_gitops_recreate_after_preemption_is_readopted(tmp_path: Path) -
         assert aw is not None and aw["metadata"]["uid"] == aw_uid
         assert aw["metadata"]["annotations"][names.ORIGIN_UID_ANNOTATION] == job["metadata"]["uid"]
         assert job["metadata"]["ownerReferences"][0]["uid"] == aw_uid
+
+
+async def test_a_teammates_copy_of_the_appwrapper_is_never_adopted_nor_removed(
+    tmp_path: Path,
+) -> None:
+    async with adopting(tmp_path) as cluster:
+        cluster.store_job(vcjob())
+        controller = await cluster.start_controller()
+        await eventually(lambda: _adopted(cluster.job()))
+        ours = cluster.appwrapper()
+        assert ours is not None
+        # The user deletes it while queued: the AppWrapper goes along.
+        await cluster.api.delete(VCJOBS, NAMESPACE, "train")
+        await eventually(lambda: cluster.job() is None and cluster.appwrapper() is None)
+        await cluster.stop_controller(controller)
+        # Bob creates the very same AppWrapper (spec hash, origin annotations, adopted label),
+        # Suspended as one left by a preemption would be.
+        copy = {"apiVersion": ours["apiVersion"], "kind": "AppWrapper", "spec": ours["spec"],
+                "metadata": {k: ours["metadata"][k] for k in ("name", "namespace", "labels",
+                                                              "annotations")}}  # fmt: skip
+        await cluster.api.create(APPWRAPPERS, copy, user=BOB)
+        cluster.set_phase("Suspended")
+        cluster.store_job(vcjob())
+        await cluster.start_controller()
+
+        status = await eventually(
+            lambda: (cluster.job() or {}).get("metadata", {}).get("annotations", {})
+            .get(names.STATUS_ANNOTATION),
+            what="status",
+        )  # fmt: skip
+        assert "AppWrapper ml/train already exists and was created by bob" in status
+        job = cluster.job()
+        assert job is not None and job["metadata"]["labels"][names.ADOPTION_LABEL] == "pending"
+        assert not job["metadata"].get("ownerReferences")
+        bobs = cluster.appwrapper()
+        assert bobs is not None and bobs["metadata"]["labels"][names.APPWRAPPER_USER_LABEL] == "bob"
+        assert (
+            bobs["metadata"]["annotations"][names.ORIGIN_UID_ANNOTATION] != job["metadata"]["uid"]
+        ), "not re-pointed at the new object"
 
 
 async def test_a_user_delete_after_the_appwrapper_ran_removes_the_failed_appwrapper(

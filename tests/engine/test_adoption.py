@@ -246,8 +246,26 @@ def test_readoption_needs_a_suspended_appwrapper_with_the_same_spec() -> None:
     running["status"]["phase"] = "Succeeded"
     assert not adoption.may_readopt(running, plan.appwrapper)
     other = copy.deepcopy(earlier)
-    other["metadata"]["annotations"][names.SPEC_HASH_ANNOTATION] = "different"
+    other["spec"]["components"][0]["template"]["spec"]["tasks"][1]["replicas"] = 5
     assert not adoption.may_readopt(other, plan.appwrapper)
+    requeued = copy.deepcopy(earlier)
+    requeued["metadata"]["labels"][names.QUEUE_LABEL] = "elsewhere"
+    assert not adoption.may_readopt(requeued, plan.appwrapper)
+
+
+def test_readoption_compares_the_wrapped_work_not_a_copyable_spec_hash() -> None:
+    plan = adoption.plan(_stored(_prepared(_job())), context(ns="ml"))
+    assert plan.appwrapper is not None
+    forged = copy.deepcopy(plan.appwrapper)
+    forged["status"] = {"phase": "Suspended"}
+    task = forged["spec"]["components"][0]["template"]["spec"]["tasks"][0]
+    task["template"]["spec"]["containers"][0]["image"] = "someone-else:1"
+
+    assert (
+        forged["metadata"]["annotations"][names.SPEC_HASH_ANNOTATION]
+        == plan.appwrapper["metadata"]["annotations"][names.SPEC_HASH_ANNOTATION]
+    )
+    assert not adoption.may_readopt(forged, plan.appwrapper)
 
 
 # --- the controller: releasing pods ---------------------------------------------------------------

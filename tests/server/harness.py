@@ -97,6 +97,25 @@ class Cluster:
     def appwrappers(self) -> dict[tuple[str, str], Obj]:
         return dict(self.kube.appwrappers)
 
+    async def create_appwrapper_as(self, username: str, obj: Obj) -> Obj:
+        """Another user's ``kubectl create`` of an AppWrapper, through the fake API's HTTP."""
+        import aiohttp
+
+        namespace = obj["metadata"]["namespace"]
+        url = (f"{self.kube.url}/apis/{names.APPWRAPPER_GROUP}/{names.APPWRAPPER_VERSION}"
+               f"/namespaces/{namespace}/{names.APPWRAPPER_PLURAL}")  # fmt: skip
+        headers = {"Authorization": f"Bearer {self.kube.token}", "Impersonate-User": username,
+                   "User-Agent": "kubectl/v1.36.0 (linux/amd64)"}  # fmt: skip
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(
+                url, json=obj, headers=headers, params={"fieldManager": "kubectl-create"}
+            ) as response,
+        ):
+            body: Obj = await response.json()
+            assert response.status == 201, body
+            return body
+
 
 async def start_cluster(
     pki: ServingPki,

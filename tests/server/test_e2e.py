@@ -125,6 +125,46 @@ async def test_an_appwrapper_with_a_copied_spec_hash_but_other_work_is_not_taken
     assert "was wrapped" not in result.message
 
 
+async def test_an_identical_appwrapper_made_by_a_teammate_is_not_reported_as_the_users_wrap(
+    cluster: Cluster,
+) -> None:
+    await cluster.create(vcjob())
+    copied = cluster.appwrappers()[(NAMESPACE, "train")]
+    del cluster.kube.appwrappers[(NAMESPACE, "train")]
+    # Bob creates the very same AppWrapper, spec hash and requested-by included: the AppWrapper
+    # operator's webhook labels it with his name, whatever the copy said.
+    copied["metadata"] = {k: v for k, v in copied["metadata"].items()
+                          if k in ("name", "namespace", "labels", "annotations")}  # fmt: skip
+    created = await cluster.create_appwrapper_as("bob", copied)
+    assert created["metadata"]["labels"][names.APPWRAPPER_USER_LABEL] == "bob"
+
+    result = await cluster.create(vcjob())
+
+    assert not result.allowed
+    assert "was wrapped" not in result.message
+    assert f"AppWrapper {NAMESPACE}/train already exists and was created by bob" in result.message
+    assert "rename Job ml/train" in result.message
+    assert "kubectl delete" not in result.message
+
+
+async def test_without_the_appwrapper_operator_webhook_autowrap_knows_its_own_by_field_manager(
+    cluster: Cluster,
+) -> None:
+    cluster.kube.appwrapper_operator_webhook = False
+    first = await cluster.create(vcjob())
+    stored = cluster.appwrappers()[(NAMESPACE, "train")]
+    assert names.APPWRAPPER_USER_LABEL not in stored["metadata"]["labels"]
+    assert [f["manager"] for f in stored["metadata"]["managedFields"]] == [names.FIELD_MANAGER]
+
+    again = await cluster.create(vcjob())
+    assert again.message == first.message
+
+    stored["metadata"]["managedFields"][0]["manager"] = "kubectl-create"
+    third = await cluster.create(vcjob())
+    assert not third.allowed
+    assert "already exists and was not created by autowrap" in third.message
+
+
 async def test_a_rerun_over_a_finished_appwrapper_says_so_instead_of_claiming_it_queued(
     cluster: Cluster,
 ) -> None:

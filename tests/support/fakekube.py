@@ -39,6 +39,8 @@ from tests.support.apiserver import (
 from webhook.names import (
     APPWRAPPER_GROUP,
     APPWRAPPER_PLURAL,
+    APPWRAPPER_USER_LABEL,
+    APPWRAPPER_USERID_LABEL,
     APPWRAPPER_VERSION,
     SERVICE_NAME,
     SERVICE_NAMESPACE,
@@ -68,6 +70,13 @@ _DEFAULT_FAULT_MESSAGES = {
 }
 
 AppWrapperCreateHook = Callable[[JsonDict, bool, UserInfo], Awaitable[JsonDict]]
+
+
+def sanitize_label(value: str) -> str:
+    """The AppWrapper operator's SanitizeLabel (pkg/utils/utils.go:624-637 at b47a99ee): the
+    first 63 bytes, ``[^-_.\\w]`` (ASCII ``\\w``, as Go's regexp) to ``_``, ``-_.`` trimmed."""
+    head = value.encode()[:63].decode("utf-8", "replace")
+    return re.sub(r"[^-_.\w]", "_", head, flags=re.ASCII).strip("-_.")
 
 
 def service_account_user(name: str = SERVICE_NAME, namespace: str = SERVICE_NAMESPACE) -> UserInfo:
@@ -297,6 +306,9 @@ class FakeKube:
         self.appwrappers_created = 0
         self.faults: list[Fault] = []
         self.on_appwrapper_create: AppWrapperCreateHook | None = None
+        # The AppWrapper operator's mutating webhook is installed: every AppWrapper create gets
+        # the requester's user and userid labels. False: a cluster where only Kueue's is.
+        self.appwrapper_operator_webhook = True
         # Server-side dry-run creates of what an AppWrapper would create (a Volcano Job, a Pod,
         # a Service): ``component_refusal(obj)`` answers a refusal message (as Volcano's
         # webhook or a policy engine would) or None.
@@ -530,6 +542,9 @@ class FakeKube:
             f"/apis/{AUTHORIZATION_GROUP}/v1/subjectaccessreviews", self._subject_access_review
         )
         app.router.add_post("/apis/authentication.k8s.io/v1/tokenreviews", self._token_review)
+        app.router.add_post(
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews", self._self_subject_review
+        )
         for path in ("/apis/batch.volcano.sh/v1alpha1/namespaces/{ns}/jobs",
                      "/api/v1/namespaces/{ns}/pods", "/api/v1/namespaces/{ns}/services"):  # fmt: skip
             app.router.add_post(path, self._dry_run_component)
@@ -854,8 +869,25 @@ class FakeKube:
         ns = request.match_info["ns"]
         dry_run = _dry_run(request)
         obj = self._validated_appwrapper(await self._read_body(request), ns)
+        user = self._users[id(request)]
+        meta = obj.setdefault("metadata", {})
+        # handlers/create.go:199 and :259-285: the create's field manager, or the User-Agent
+        # up to its first "/"; recorded before admission, so a webhook's fields are unowned.
+        manager = (
+            request.query.get("fieldManager")
+            or (request.headers.get("User-Agent", "").split("/", 1)[0])
+        )
+        meta["managedFields"] = [{"manager": manager, "operation": "Update",
+                                  "apiVersion": f"{APPWRAPPER_GROUP}/{APPWRAPPER_VERSION}",
+                                  "time": rfc3339_now(), "fieldsType": "FieldsV1",
+                                  "fieldsV1": {"f:metadata": {}, "f:spec": {}}}]  # fmt: skip
+        if self.appwrapper_operator_webhook:
+            # mappwrapper.kb.io (appwrapper_webhook.go:95-98): the requester's name and uid,
+            # over whatever the object said.
+            labels = meta.setdefault("labels", {})
+            labels[APPWRAPPER_USER_LABEL] = sanitize_label(user.username)
+            labels[APPWRAPPER_USERID_LABEL] = sanitize_label(user.uid)
         if self.on_appwrapper_create is not None:
-            user = self._users[id(request)]
             obj = await self.on_appwrapper_create(copy.deepcopy(obj), dry_run, user)
         meta = obj.setdefault("metadata", {})
         if not meta.get("name"):
@@ -1003,6 +1035,16 @@ class FakeKube:
                                 "reason": "granted" if allowed else "no URL grant"}  # fmt: skip
             return _json(review, 201)
         review["status"] = self._authorize(user, groups, attrs)
+        return _json(review, 201)
+
+    async def _self_subject_review(self, request: web.Request) -> web.Response:
+        """Who the caller is (registry/authentication/selfsubjectreview: the request's user)."""
+        who = self._users[id(request)]
+        user: JsonDict = {"username": who.username, "groups": list(who.groups)}
+        if who.uid:
+            user["uid"] = who.uid
+        review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview",
+                  "metadata": {"creationTimestamp": None}, "status": {"userInfo": user}}  # fmt: skip
         return _json(review, 201)
 
     async def _token_review(self, request: web.Request) -> web.Response:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from webhook import adoption, audit, builder, engine, names, objects
+from webhook import adoption, audit, builder, engine, names, objects, provenance
 from webhook.controller.events import Recorder
 from webhook.policy import PolicySet
 from webhook.shell.kube import (
@@ -162,6 +162,13 @@ class Reconciler:
                     await self._report_failure(obj, [f"the AppWrapper was refused: {exc.message}"])
                     return self._Adopted(None)
                 raise
+        elif (who := await self._stranger(appwrapper)) is not None:
+            # Looked at again until that AppWrapper is gone; the status is written once.
+            await self._set_status(obj, adoption.Status(
+                f"not adopted: AppWrapper {namespace}/{aw_name} already exists and {who}, so it "
+                "cannot stand for this object; rename the object, or ask whoever made that "
+                "AppWrapper to remove it", "AdoptionFailed", "Warning"))  # fmt: skip
+            return self._Adopted(None, requeue=WAIT)
         elif not adoption.owns(appwrapper, obj):
             if adoption.may_readopt(appwrapper, wanted):
                 appwrapper = await self._readopt(appwrapper, obj)
@@ -331,6 +338,8 @@ class Reconciler:
         live = await self._api.get(kind, namespace, name, timeout=API_TIMEOUT)
         if live is not None and adoption.owns(appwrapper, live):
             return
+        if await self._stranger(appwrapper) is not None:
+            return  # not autowrap's to remove, whatever its labels say
         uid = str((appwrapper.get("metadata") or {}).get("uid") or "")
         await self._api.delete(APPWRAPPERS, namespace, aw_name, uid=uid, timeout=API_TIMEOUT)
 
@@ -352,6 +361,11 @@ class Reconciler:
 
     def _kind_of(self, obj: Mapping[str, Any]) -> Kind | None:
         return self._kinds.get((str(obj.get("apiVersion")), str(obj.get("kind"))))
+
+    async def _stranger(self, appwrapper: Obj) -> str | None:
+        """None for an AppWrapper autowrap created; otherwise who did (``webhook.provenance``)."""
+        me = await self._api.own_identity(timeout=API_TIMEOUT)
+        return provenance.stranger(appwrapper, me)
 
     async def _report_failure(self, obj: Obj, errors: Sequence[str]) -> None:
         self.counters.fail("adopt")

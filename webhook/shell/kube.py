@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 import orjson
 
-from webhook import names
+from webhook import names, provenance
 
 
 @dataclass(frozen=True)
@@ -68,12 +68,17 @@ ACCESS_REVIEWS: Final = Kind("authorization.k8s.io", "v1", "subjectaccessreviews
                              "SubjectAccessReview", namespaced=False)  # fmt: skip
 TOKEN_REVIEWS: Final = Kind("authentication.k8s.io", "v1", "tokenreviews", "TokenReview",
                             namespaced=False)  # fmt: skip
+SELF_REVIEWS: Final = Kind("authentication.k8s.io", "v1", "selfsubjectreviews",
+                           "SelfSubjectReview", namespaced=False)  # fmt: skip
 
 # Admission (redirect mode) and the caches behind it.
 API_CALLS: Final = (
     (names.APPWRAPPER_GROUP, names.APPWRAPPER_PLURAL, "create"),
     (names.APPWRAPPER_GROUP, names.APPWRAPPER_PLURAL, "get"),
     ("authorization.k8s.io", "subjectaccessreviews", "create"),
+    # Who autowrap is, to recognise the AppWrappers it created (webhook.provenance). Every
+    # authenticated user may ask this (system:basic-user); granted here all the same.
+    ("authentication.k8s.io", "selfsubjectreviews", "create"),
     (KUEUE_GROUP, "localqueues", "list"),
     (KUEUE_GROUP, "localqueues", "watch"),
     (KUEUE_GROUP, "localqueues", "get"),
@@ -121,6 +126,9 @@ COMPONENT_CREATE: Final = (
 # get /metrics (a SubjectAccessReview, already granted above for redirect mode).
 METRICS_AUTH_CALLS: Final = (("authentication.k8s.io", "tokenreviews", "create"),)
 RBAC: Final = API_CALLS + CONTROLLER_CALLS + COMPONENT_CREATE + METRICS_AUTH_CALLS
+
+# Every write names autowrap as its field manager (metadata.managedFields records it).
+_AS_AUTOWRAP: Final = {"fieldManager": names.FIELD_MANAGER}
 
 JSON_PATCH: Final = "application/json-patch+json"
 MERGE_PATCH: Final = "application/merge-patch+json"
@@ -243,6 +251,7 @@ class Api:
         self._api_client = api_client
         # Told of every call ``request`` makes: (call, HTTP status or None, seconds).
         self.observe: Callable[[str, int | None, float], None] | None = None
+        self._me: provenance.Me | None = None
 
     @classmethod
     async def connect(cls, kubeconfig: str | None) -> Api:
@@ -335,7 +344,9 @@ class Api:
         timeout: float,
         dry_run: bool = False,
     ) -> dict[str, Any]:
-        query = {"dryRun": "All"} if dry_run else None
+        query = {"fieldManager": names.FIELD_MANAGER}
+        if dry_run:
+            query["dryRun"] = "All"
         return await self.request(f"create {kind.plural}", "POST", kind.path(namespace),
                                   timeout=timeout, query=query, body=body)  # fmt: skip
 
@@ -345,7 +356,8 @@ class Api:
         """PUT: fails with ``Conflict`` when the object changed since ``obj`` was read."""
         metadata = obj.get("metadata") or {}
         path = kind.path(metadata.get("namespace"), metadata.get("name"))
-        return await self.request(f"update {kind.plural}", "PUT", path, timeout=timeout, body=obj)
+        return await self.request(f"update {kind.plural}", "PUT", path, timeout=timeout,
+                                  query=_AS_AUTOWRAP, body=obj)  # fmt: skip
 
     async def patch(
         self,
@@ -358,7 +370,23 @@ class Api:
         content_type: str = MERGE_PATCH,
     ) -> dict[str, Any]:
         return await self.request(f"patch {kind.plural}", "PATCH", kind.path(namespace, name),
-                                  timeout=timeout, body=body, content_type=content_type)  # fmt: skip
+                                  timeout=timeout, query=_AS_AUTOWRAP, body=body,
+                                  content_type=content_type)  # fmt: skip
+
+    async def own_identity(self, *, timeout: float) -> provenance.Me:
+        """Who these credentials authenticate as: a SelfSubjectReview, asked once."""
+        if self._me is None:
+            body = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+            try:
+                answer = await self.create(SELF_REVIEWS, None, body, timeout=timeout)
+            except ApiFailure as exc:
+                exc.call = "create selfsubjectreview"
+                raise
+            user = (answer.get("status") or {}).get("userInfo") or {}
+            if not user.get("username"):
+                raise ApiFailure("create selfsubjectreview", 200, "the answer names no user")
+            self._me = provenance.Me(str(user["username"]), str(user.get("uid") or ""))
+        return self._me
 
     async def delete(
         self,

@@ -35,10 +35,19 @@ from tests.support.cluster import fields as managed
 from tests.support.cluster import patches
 from tests.support.cluster.resources import ALL, NAMESPACES, PODS, SERVICES, Resource
 from tests.support.cluster.store import ApiError, JsonDict, Store, bad_request
-from tests.support.fakekube import AccessRule, FakeKube, RecordedRequest, write_kubeconfig
+from tests.support.fakekube import (
+    AccessRule,
+    FakeKube,
+    RecordedRequest,
+    sanitize_label,
+    write_kubeconfig,
+)
+from webhook.names import APPWRAPPER_GROUP, APPWRAPPER_USER_LABEL, APPWRAPPER_USERID_LABEL
 
 ADMIN = UserInfo(username="kubernetes-admin", groups=("system:masters", "system:authenticated"))
 AUTHORIZATION = "authorization.k8s.io"
+AUTHENTICATION = "authentication.k8s.io"
+APPWRAPPER_GROUP_KIND = (APPWRAPPER_GROUP, "AppWrapper")
 NOT_FOUND_MESSAGE = "the server could not find the requested resource"
 DEFAULT_BOOKMARK_INTERVAL = 1.0
 _USER = web.RequestKey("user", UserInfo)
@@ -126,6 +135,9 @@ class FakeCluster:
         self.default_allow = True
         self.sars: list[JsonDict] = []
         self.validators: list[InProcessValidator] = []
+        # The AppWrapper operator's mutating webhook is installed: every AppWrapper create gets
+        # the requester's user and userid labels. False: a cluster where only Kueue's is.
+        self.appwrapper_operator_webhook = True
         self._runner: web.AppRunner | None = None
         self._streams: set[asyncio.Task[Any]] = set()
         if emulator is not None:
@@ -333,6 +345,12 @@ class FakeCluster:
                                   "namespace sent on the request")  # fmt: skip
             meta["namespace"] = namespace or meta.get("namespace")
         new = self.store.prepare_create(res, body, field_manager=field_manager)
+        if self.appwrapper_operator_webhook and (res.group, res.kind) == APPWRAPPER_GROUP_KIND:
+            # mappwrapper.kb.io (appwrapper_webhook.go:95-98), a mutating webhook: the
+            # requester's name and uid, over whatever the object said.
+            labels = new["metadata"].setdefault("labels", {})
+            labels[APPWRAPPER_USER_LABEL] = sanitize_label(user.username)
+            labels[APPWRAPPER_USERID_LABEL] = sanitize_label(user.uid)
         admitted, warnings = await self._admit("CREATE", res, new, None, user, dry_run,
                                                field_manager, "")  # fmt: skip
         return self.store.commit_create(res, admitted, dry_run=dry_run), warnings
@@ -502,6 +520,10 @@ class FakeCluster:
             raise _generic_not_found()
         if not rest:
             return _json(self._resource_list(group, version))
+        if group == AUTHENTICATION and version == "v1" and rest == ["selfsubjectreviews"]:
+            if request.method != "POST":
+                raise _generic_not_found()
+            return self._self_subject_review(request)
         if (
             group == AUTHORIZATION
             and version == "v1"
@@ -757,7 +779,18 @@ class FakeCluster:
                 "groupVersion": f"{group}/{version}" if group else version,
                 "resources": listed}  # fmt: skip
 
-    # -- SubjectAccessReview -------------------------------------------------------------------
+    # -- SelfSubjectReview, SubjectAccessReview ------------------------------------------------
+
+    @staticmethod
+    def _self_subject_review(request: web.Request) -> web.Response:
+        """The caller's own user info (authentication/v1 SelfSubjectReview)."""
+        me: UserInfo = request[_USER]
+        user: JsonDict = {"username": me.username, "groups": list(me.groups)}
+        if me.uid:
+            user["uid"] = me.uid
+        return _json({"apiVersion": f"{AUTHENTICATION}/v1", "kind": "SelfSubjectReview",
+                      "metadata": {"creationTimestamp": None},
+                      "status": {"userInfo": user}}, 201)  # fmt: skip
 
     async def _access_review(self, request: web.Request, plural: str) -> web.Response:
         body = await self._body(request)
