@@ -197,6 +197,8 @@ async def _mutate(
     outcome = engine.admit(obj, context, check=False)
     if outcome.action is not engine.Action.COMPLETE:
         return _allowed(request.uid, rec, "skipped")
+    if outcome.result is None:  # too large to build: nothing to complete
+        return _denied(request.uid, rec, list(outcome.verdict().errors))
     # Findings are /validate's to report; mutation only completes.
     return _patched(request.uid, rec, obj, outcome.result, "completed")
 

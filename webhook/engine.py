@@ -88,7 +88,8 @@ class Outcome:
         """Audit enforcement turns every rejection into a warning, here and nowhere else."""
         errors = tuple(v.render() for v in self.errors)
         warnings = tuple(v.render() for v in self.warnings)
-        if self.audit and errors:
+        # An object too large to build has no result to let through, whatever the enforcement.
+        if self.audit and errors and self.result is not None:
             return Verdict(False, (), tuple(f"(audit) {e}" for e in errors) + warnings)
         return Verdict(bool(errors), errors, warnings)
 
@@ -360,8 +361,50 @@ def wrap_candidate(obj: object, context: Context) -> Candidate | None:
         return None  # left unprepared: validation refuses it with the findings
     if not objects.name_of(obj) and not context.uid:
         return None
+    if too_large_to_build(obj, match.policy.spec, what="") is not None:
+        return None  # left unprepared: validation refuses it, saying how large it would be
     name = _appwrapper_name(obj, context, "")
     return Candidate(adapter, match, name, _chosen_queue(obj, match.policy.spec))
+
+
+# Below this size (compact JSON) an object is built before it is weighed; above it, what
+# plumbing would add is counted first (``too_large_to_build``). Typical submissions weigh a few KiB.
+WEIGH_FIRST_BYTES = 64 * 1024
+
+
+def too_large_to_build(
+    obj: Mapping[str, Any], policy: PolicySpec, *, what: str
+) -> Violation | None:
+    """Whether ``obj`` (a workload, or an AppWrapper around one) plus the env plumbing adds to
+    its containers is already over etcd's limit: then nothing is built, copied or patched for
+    it. The count is a lower bound (DNS, labels and the AppWrapper around a workload come on
+    top), so what passes is weighed again, whole, once built."""
+    size = size_rules.json_size(obj)
+    if size < WEIGH_FIRST_BYTES:
+        return None
+    if obj.get("apiVersion") == names.APPWRAPPER_API_VERSION and obj.get("kind") == "AppWrapper":
+        components = as_list(as_map(obj.get("spec")).get("components"))
+        workloads = [as_map(as_map(c).get("template")) for c in components]
+    else:
+        workloads = [obj]
+    added = 0
+    for workload_obj in workloads:
+        adapter = kinds.find(workload_obj.get("apiVersion"), workload_obj.get("kind"))
+        if adapter is not None:
+            added += env_growth(workload_obj, adapter, policy)
+    return size_rules.over_limit(size + added, submitted=size, what=what)
+
+
+def env_growth(obj: Mapping[str, Any], adapter: KindAdapter, policy: PolicySpec) -> int:
+    prepared = _prepare(dict(obj), adapter, policy)
+    if prepared.plan is None:
+        return 0
+    added = 0
+    for group_plan in prepared.plan.groups:
+        template = objects.get(obj, group_plan.group.template_path)
+        if isinstance(template, Mapping):
+            added += env_plumbing.growth(template, group_plan)
+    return added
 
 
 def wrap(
@@ -369,6 +412,9 @@ def wrap(
 ) -> Outcome:
     """The AppWrapper for a wrap candidate under the matched policy, with its findings."""
     policy = match.policy.spec
+    too_large = too_large_to_build(obj, policy, what=f"the AppWrapper for this {adapter.kind}")
+    if too_large is not None:
+        return Outcome(Action.WRAP, None, (too_large,), match, "too large to store")
     labels = objects.labels_of(obj)
     chosen_queue = _chosen_queue(obj, policy)
     groups = adapter.pod_groups(obj)
@@ -474,6 +520,9 @@ def complete(appwrapper: Obj, policy: PolicySpec) -> Obj:
 
 def _complete_submitted(appwrapper: Obj, match: Match, *, check: bool) -> Outcome:
     policy = match.policy.spec
+    too_large = too_large_to_build(appwrapper, policy, what="the AppWrapper")
+    if too_large is not None:
+        return Outcome(Action.COMPLETE, None, (too_large,), match, "too large to store")
     completed = complete(appwrapper, policy)
     findings = check_appwrapper(completed, policy) if check else []
     return Outcome(Action.COMPLETE, completed, tuple(findings), match, f"completed: {match.reason}")

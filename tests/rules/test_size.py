@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from tests.builders import appwrapper, context, policy, volcano_job
-from webhook import engine
+import pytest
+
+from tests.builders import appwrapper, context, policy, spec_of, volcano_job
+from webhook import engine, kinds
 from webhook.rules import size
 
 POLICY = policy().queues(default="q")
@@ -19,7 +21,8 @@ def test_a_wrapped_job_whose_appwrapper_would_exceed_etcds_limit_is_refused_with
     outcome = engine.admit(_big_job(1600), context(POLICY))
     ((v,),) = [outcome.errors]
     assert str(v.path) == "<root>"
-    assert "the AppWrapper is 1,6" in v.detail and "1,572,864 (1.5 MiB)" in v.detail
+    assert "the AppWrapper for this Job would be at least 1,6" in v.detail
+    assert "1,572,864 (1.5 MiB)" in v.detail
 
 
 def test_a_large_job_under_the_limit_passes():
@@ -36,3 +39,52 @@ def test_a_submitted_appwrapper_over_the_limit_is_refused():
 def test_the_size_is_that_of_compact_json():
     assert size.json_size({"a": [1, 2]}) == len('{"a":[1,2]}')
     assert size.json_size({"n": 2**70}) == len('{"n":' + str(2**70) + "}")
+
+
+def _many_containers(count: int) -> dict:
+    job = volcano_job("wide").task("master", replicas=1).task("w", replicas=2).build()
+    for task in job["spec"]["tasks"]:
+        task["template"]["spec"]["containers"] = [
+            {"name": f"c{i}", "image": "x"} for i in range(count // 2)
+        ]
+    return job
+
+
+def test_a_job_whose_env_would_push_it_over_the_limit_is_refused_before_it_is_built():
+    job = _many_containers(12_000)
+    assert size.json_size(job) < size.ETCD_LIMIT / 2
+
+    outcome = engine.admit(job, context(POLICY))
+
+    assert outcome.result is None, "nothing is built for it"
+    ((v,),) = [outcome.errors]
+    assert "would be at least" in v.detail and "with the env autowrap adds" in v.detail
+    assert "use fewer containers per pod template" in v.detail
+
+
+def test_audit_enforcement_cannot_let_through_what_could_not_be_built():
+    outcome = engine.admit(_many_containers(12_000), context(policy().queues(default="q").audit()))
+    verdict = outcome.verdict()
+    assert verdict.denied and "would be at least" in verdict.errors[0]
+
+
+def test_a_submitted_appwrapper_of_many_containers_is_refused_before_it_is_completed():
+    aw = appwrapper("aw", ns="ml").component(_many_containers(12_000)).build()
+    outcome = engine.admit(aw, context(POLICY))
+    assert outcome.result is None
+    assert "the AppWrapper would be at least" in outcome.errors[0].detail
+
+
+@pytest.mark.parametrize("count", [2, 400, 3_000])
+def test_the_counted_growth_never_exceeds_what_plumbing_adds(count: int):
+    job = _many_containers(count)
+    job["spec"]["tasks"][1]["template"]["spec"]["containers"][0]["env"] = [
+        {"name": "MASTER_PORT", "value": "23456"},
+        {"name": "OTHER", "value": "1"},
+    ]
+    adapter = kinds.find(job["apiVersion"], job["kind"])
+    assert adapter is not None
+    spec = spec_of(POLICY)
+    counted = engine.env_growth(job, adapter, spec)
+    built = engine.plumb(job, adapter, spec).result
+    assert 0 < counted <= size.json_size(built) - size.json_size(job)

@@ -36,3 +36,17 @@ def check(obj: object, *, path: FieldPath = ROOT, what: str = "this object") -> 
             "ConfigMap, Secret or volume and reference it",
         )
     ]
+
+
+def over_limit(least: int, *, submitted: int, what: str) -> Violation | None:
+    """The finding for an object that would weigh at least ``least`` bytes once autowrap adds
+    the env of SPEC section 4 to every container, before it is built; None when it may fit."""
+    if least <= ETCD_LIMIT:
+        return None
+    return error(
+        ROOT,
+        f"{what} would be at least {least:,} bytes as JSON with the env autowrap adds to each "
+        f"container ({submitted:,} as submitted), more than the {ETCD_LIMIT:,} (1.5 MiB) etcd "
+        "stores in one object, so the API server would refuse it; use fewer containers per pod "
+        "template, or move large data into a ConfigMap, Secret or volume and reference it",
+    )

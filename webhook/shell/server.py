@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import logging
 import os
@@ -27,7 +28,7 @@ from aiohttp import web
 
 from webhook import __version__, admission, durations, names, policy, review
 from webhook.policy import PolicyError, PolicySet
-from webhook.shell import certs, kube, opevents, policyfiles
+from webhook.shell import certs, kube, lanes, opevents, policyfiles
 from webhook.shell.kube import KubeClient, NoConfiguration
 from webhook.shell.metrics import Metrics
 
@@ -93,6 +94,8 @@ class State:
     draining: bool = False
     in_flight: int = 0
     idle: asyncio.Event = field(default_factory=asyncio.Event)
+    # Large reviews, computed off the serving loop a few at a time (webhook.shell.lanes).
+    heavy: lanes.Lanes = field(default_factory=lanes.Lanes)
 
     def __post_init__(self) -> None:
         self.metrics = Metrics(in_flight=lambda: self.in_flight)
@@ -196,15 +199,18 @@ async def _answer(
         return _bad(413, f"body larger than {names.MAX_BODY_BYTES} bytes")
     if not state.policies_loaded:
         return _no_policies(body, state, record)
+    timeout = _timeout(request)
     try:
-        response = await admission.review_body(
-            body,
-            webhook=webhook,
-            timeout=_timeout(request),
-            deps=state.deps(),
-            record=record,
-            arrived=arrived,
-        )
+        if len(body) < lanes.HEAVY_BODY_BYTES:
+            response = await admission.review_body(
+                body, webhook=webhook, timeout=timeout, deps=state.deps(), record=record,
+                arrived=arrived,
+            )  # fmt: skip
+        else:
+            answer = await _on_a_lane(body, state, webhook, record, timeout, arrived)
+            if answer is None:
+                return _busy(body, record)
+            response = answer
     except review.BadReview as exc:
         record.decision, record.code, record.detail = "bad-request", exc.status, exc.reason
         return _bad(exc.status, exc.reason)
@@ -220,6 +226,42 @@ async def _answer(
             code=500,
             reason="InternalError",
         )
+    return web.Response(body=orjson.dumps(response), content_type="application/json")
+
+
+async def _on_a_lane(
+    body: bytes,
+    state: State,
+    webhook: admission.Webhook,
+    record: admission.Record,
+    timeout: float | None,
+    arrived: float,
+) -> dict[str, Any] | None:
+    """A large review on one of the heavy lanes (``webhook.shell.lanes``); None when no lane
+    came free while its budget lasted."""
+    wait = arrived + admission.usable_budget(timeout) - time.monotonic()
+
+    def work(cluster: Any) -> Coroutine[Any, Any, dict[str, Any]]:
+        deps = dataclasses.replace(state.deps(), cluster=cluster)
+        return admission.review_body(body, webhook=webhook, timeout=timeout, deps=deps,
+                                     record=record, arrived=arrived)  # fmt: skip
+
+    return await state.heavy.run(work, state.cluster, wait=wait)
+
+
+def _busy(body: bytes, record: admission.Record) -> web.Response:
+    try:
+        uid = review.parse(body).request.uid
+    except review.BadReview as exc:
+        record.decision, record.code, record.detail = "bad-request", exc.status, exc.reason
+        return _bad(exc.status, exc.reason)
+    record.uid, record.decision, record.code = uid, "busy", 503
+    message = (
+        f"autowrap admitted nothing: every lane for large requests (over "
+        f"{lanes.HEAVY_BODY_BYTES // 1024} KiB) stayed busy for as long as this request could "
+        "wait; apply it again in a moment"
+    )
+    response = review.deny(uid, message, code=503, reason="ServiceUnavailable")
     return web.Response(body=orjson.dumps(response), content_type="application/json")
 
 
@@ -605,6 +647,7 @@ class Running:
             await asyncio.wait_for(state.idle.wait(), self.options.drain_timeout)
         await self.runner.cleanup()
         await self.metrics_runner.cleanup()
+        state.heavy.close()
         events = opevents.installed()
         if events is not None:
             await events.flush()
