@@ -675,8 +675,14 @@ class Served:
 
 
 async def start_serve(
-    pki: ServingPki, kube: FakeKube, tmp_path: Path, *, policies: Path = REPO / "policies"
+    pki: ServingPki,
+    kube: FakeKube,
+    tmp_path: Path,
+    *,
+    policies: Path = REPO / "policies",
+    repo: Path | None = None,
 ) -> Served:
+    """``autowrap serve`` as its own process; ``repo`` serves another checkout's code."""
     cert_dir = tmp_path / "certs"
     cert_dir.mkdir()
     for source in (pki.cert_path, pki.key_path, pki.ca_path):
@@ -693,7 +699,7 @@ async def start_serve(
          "--metrics-port", str(metrics_port), "--cert-dir", str(cert_dir),
          "--policy", str(in_mode(policies, tmp_path / "policies", "Redirect")),
          "--kubeconfig", str(kubeconfig), "--no-controller"],
-        cwd=REPO, stdout=log.open("w"), stderr=subprocess.STDOUT, text=True,
+        cwd=repo or REPO, stdout=log.open("w"), stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     served = Served(process, port, pki, log)
     deadline = time.monotonic() + 30

@@ -23,9 +23,9 @@ from typing import Any, Final, TypeVar
 
 T = TypeVar("T")
 
-# Typical submissions weigh a few KiB; a review of 256 KiB holds thousands of containers or
-# long env lists.
-HEAVY_BODY_BYTES: Final = 256 * 1024
+# Typical submissions weigh a few KiB; a review of 32 KiB may hold a thousand containers, and
+# computing one takes tens of milliseconds.
+HEAVY_BODY_BYTES: Final = 32 * 1024
 LANES: Final = 2
 
 
