@@ -29,9 +29,11 @@ class VolcanoJobKind:
     queue_label_requests_wrap = True
     # Each sets a controller ownerReference on the Volcano Jobs it creates: AppWrapper
     # (project-codeflare/appwrapper internal/controller/appwrapper/resource_management.go,
-    # controllerutil.SetControllerReference), Volcano CronJob (volcano
-    # pkg/controllers/cronjob/cronjob_controller_util.go, metav1.NewControllerRef) and JobFlow
-    # (volcano pkg/controllers/jobflow/jobflow_controller_action.go, SetControllerReference).
+    # controllerutil.SetControllerReference), Volcano CronJob (volcano at ed72c7c
+    # pkg/controllers/cronjob/cronjob_controller_util.go:272, metav1.NewControllerRef with the
+    # kind batch.volcano.sh/v1alpha1 CronJob of cronjob_controller.go:49) and JobFlow
+    # (pkg/controllers/jobflow/jobflow_controller_action.go:278, SetControllerReference; group
+    # flow.volcano.sh, staging/src/volcano.sh/apis/pkg/apis/flow/v1alpha1/register.go:29).
     owner_kinds = frozenset({
         ("workload.codeflare.dev", "AppWrapper"),
         ("batch.volcano.sh", "CronJob"),
