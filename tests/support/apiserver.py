@@ -8,19 +8,35 @@ application, ``failurePolicy``, dry-run versus ``sideEffects``, sequential mutat
 with ``reinvocationPolicy: IfNeeded``, then parallel validating webhooks. This module
 reproduces that behaviour around a real webhook server listening on a loopback port.
 
+Line citations are to k8s.io/apiserver at 24a394e5. One write goes, as upstream:
+
+1. the request body is refused over 3 MiB (413 RequestEntityTooLarge) before anything else
+   (pkg/endpoints/handlers/rest.go:372-389, pkg/server/config.go:474);
+2. mutating webhooks, one after the other;
+3. on CREATE the name is generated from ``generateName``; then the storage strategy's own
+   validation (``validate_object``: a CRD's schema, for instance) may refuse the object with
+   its 422 before any validating webhook is called (pkg/registry/generic/registry/store.go:569
+   rest.BeforeCreate before :575 createValidation; :825 rest.BeforeUpdate before :839-843);
+4. validating webhooks, all at once.
+
 Where kube-apiserver is non-deterministic (which of several failing validating webhooks is
-reported), the emulator picks the first in configuration order so tests are stable.
+reported) the emulator behaves as kube-apiserver does: every validating webhook runs to
+completion and the failure that finished first is the one reported, whatever the configuration
+order (pkg/admission/plugin/webhook/validating/dispatcher.go:127 and :229-245).
 
 One rule is stricter than kube-apiserver, because the admission service promises it: any
 HTTP status other than 200 is a call error (client-go would also decode 201-206).
 
-Two kube-apiserver behaviours that surprise people are kept on purpose:
+Three kube-apiserver behaviours that surprise people are kept on purpose:
 
-* a patch that does not decode or does not apply fails the request with an InternalError
-  whatever the ``failurePolicy`` (the apiserver does not treat it as a call error);
+* a patch that decodes but does not apply fails the request with an InternalError whatever
+  the ``failurePolicy`` (pkg/admission/plugin/webhook/mutating/dispatcher.go:355-361), while a
+  patch that is not a JSON Patch at all (not an array of operations) is a call error, so the
+  ``failurePolicy`` decides (:336-339); an empty patch (``[]``) is no change (:341-343);
 * mutating webhooks see ``name`` absent and ``metadata.name`` empty under ``generateName``;
   the name is generated after mutation and before validation, so validating webhooks see it
-  in the object but still not in ``request.name``.
+  in the object and in ``request.name`` (pkg/registry/rest/create.go:218-230);
+* several failing validating webhooks: the first to finish decides (above).
 """
 
 from __future__ import annotations
@@ -51,6 +67,9 @@ JsonDict = dict[str, Any]
 MatchPredicate = Callable[[JsonDict], bool]
 # An in-process validating webhook: the AdmissionRequest dict in, a denial message or None out.
 InProcessValidator = tuple[str, Callable[[JsonDict], "str | None"]]
+# The storage strategy's validation (what rest.BeforeCreate / rest.BeforeUpdate run): the object
+# and the old object (None on CREATE) in, a metav1.Status failure out, or None when valid.
+ObjectValidation = Callable[[JsonDict, "JsonDict | None"], "JsonDict | None"]
 Phase = Literal["mutating", "validating"]
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
@@ -64,6 +83,9 @@ GENERATED_SUFFIX_LENGTH = 5
 MAX_GENERATE_NAME_PREFIX = 63 - GENERATED_SUFFIX_LENGTH
 # k8s.io/apimachinery/pkg/util/rand: no vowels (no words), no confusable characters.
 GENERATED_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+# --max-request-body-bytes default (pkg/server/config.go:474): a create, update or patch body
+# longer than this is refused before it is decoded (pkg/endpoints/handlers/rest.go:372-389).
+MAX_REQUEST_BODY_BYTES = 3 * 1024 * 1024
 
 # (group, kind) -> (plural resource, namespaced)
 KNOWN_RESOURCES: dict[tuple[str, str], tuple[str, bool]] = {
@@ -90,6 +112,7 @@ _REASON_BY_CODE = {
     405: "MethodNotAllowed",
     409: "Conflict",
     410: "Expired",
+    413: "RequestEntityTooLarge",
     422: "Invalid",
     429: "TooManyRequests",
     500: "InternalError",
@@ -214,6 +237,19 @@ def status_json(
         out["details"] = details
     out["code"] = code
     return out
+
+
+def request_entity_too_large(limit: int = MAX_REQUEST_BODY_BYTES) -> JsonDict:
+    """What limitedReadBody answers for a body over ``limit`` bytes (handlers/rest.go:385-387):
+    apierrors.NewRequestEntityTooLargeError (k8s.io/apimachinery pkg/api/errors/errors.go),
+    413 with the message ``Request entity too large: limit is <limit>`` and no details."""
+    return status_json(413, f"Request entity too large: limit is {limit}", "RequestEntityTooLarge")
+
+
+def request_body_size(obj: Any) -> int:
+    """Bytes of ``obj`` as a client sends it: compact JSON, UTF-8 (Go's encoding/json writes
+    no whitespace between tokens and non-ASCII characters unescaped)."""
+    return len(json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode())
 
 
 # --- configuration ------------------------------------------------------------------------------
@@ -627,16 +663,53 @@ def verify_admission_response(uid: str, mutating: bool, review: Any) -> _Verifie
     return _Verified(allowed=allowed, patch=patch, status=status, warnings=tuple(warnings))
 
 
-def _apply_patch(webhook: Webhook, patch: bytes, obj: JsonDict) -> JsonDict:
-    """Apply an RFC 6902 patch; failures are InternalErrors, never subject to failurePolicy."""
+def _go_json_type(value: Any) -> str:
+    """How Go's encoding/json names a JSON value's type in an UnmarshalTypeError."""
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "bool"
+    return "number"
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"invalid character {name[0]!r} looking for beginning of value")
+
+
+def _decode_patch(patch: bytes) -> list[Any]:
+    """jsonpatch.DecodePatch (gopkg.in/evanphx/json-patch.v4, what mutating/dispatcher.go:336
+    calls): the JSON must be null or an array whose items are objects (or null); what each
+    operation says is only looked at when the patch is applied. Failing here is a call error
+    (:337-339): 'received undecodable patch in webhook response: <the decoder's error>'."""
+    prefix = "received undecodable patch in webhook response"
     try:
-        ops = json.loads(patch)
+        # Go replaces invalid UTF-8 rather than failing, and has no NaN or Infinity literals.
+        ops = json.loads(patch.decode("utf-8", "replace"), parse_constant=_reject_constant)
     except ValueError as exc:
-        raise _Reject(_internal_error(f"invalid JSON patch from {webhook.name}: {exc}")) from exc
+        raise _CallError(f"{prefix}: {exc}") from exc
+    if ops is None:
+        return []
     if not isinstance(ops, list):
-        raise _Reject(
-            _internal_error("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
+        raise _CallError(
+            f"{prefix}: json: cannot unmarshal {_go_json_type(ops)} into Go value of type "
+            "jsonpatch.Patch"
         )
+    for op in ops:
+        if op is not None and not isinstance(op, dict):
+            raise _CallError(
+                f"{prefix}: json: cannot unmarshal {_go_json_type(op)} into Go value of type "
+                "jsonpatch.Operation"
+            )
+    return ops
+
+
+def _apply_patch(ops: list[Any], obj: JsonDict) -> JsonDict:
+    """Apply decoded RFC 6902 operations; a failure is an InternalError, never subject to the
+    failurePolicy (mutating/dispatcher.go:359-361)."""
     try:
         patched = jsonpatch.JsonPatch(ops).apply(obj)
     except (
@@ -698,7 +771,8 @@ class ApiserverEmulator:
     ``namespace_labels`` lists the namespaces that exist (their ``kubernetes.io/metadata.name``
     label is added automatically); when it is ``None`` every namespace exists with only that
     label. ``match_conditions`` maps each CEL expression of the configurations to a Python
-    predicate over the AdmissionRequest dict.
+    predicate over the AdmissionRequest dict. ``max_request_body_bytes`` is kube-apiserver's
+    ``--max-request-body-bytes`` (3 MiB unless changed).
     """
 
     def __init__(
@@ -712,11 +786,13 @@ class ApiserverEmulator:
         ca_bundle: str | None = None,
         strict: bool = False,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        max_request_body_bytes: int = MAX_REQUEST_BODY_BYTES,
     ) -> None:
         self.host = host
         self.port = port
         self.strict = strict
         self.request_timeout = request_timeout
+        self.max_request_body_bytes = max_request_body_bytes
         self._match_conditions = dict(match_conditions or {})
         self.mutating, self.validating = parse_configurations(
             configurations, ca_bundle, self._match_conditions
@@ -763,6 +839,7 @@ class ApiserverEmulator:
         persist: bool = True,
         field_manager: str | None = None,
         validators: Sequence[InProcessValidator] = (),
+        validate_object: ObjectValidation | None = None,
     ) -> AdmissionResult:
         """Run one write request through admission and, if allowed, "store" it.
 
@@ -773,9 +850,23 @@ class ApiserverEmulator:
         rest.AdmissionToValidateObjectDeleteFunc builds it, registry/rest/delete.go:178-210).
         ``validators`` are in-process validating webhooks (``(name, deny)``), called in
         parallel with the configured ones on the AdmissionRequest.
+
+        A CREATE or UPDATE whose object, sent as JSON, is over ``max_request_body_bytes`` is
+        refused with 413 before anything else (handlers/create.go:94 and update.go:78 read
+        the body through limitedReadBody, rest.go:372-389). ``validate_object`` is the
+        storage strategy's validation (``(object, old_object)`` in, a metav1.Status failure
+        or None out); it runs after mutation and name generation and before the validating
+        webhooks, as rest.BeforeCreate runs before createValidation (registry/store.go:569,
+        :575) and rest.BeforeUpdate before updateValidation (:825, :839-843), so a refusal
+        there means no validating webhook is called.
         """
         timeout = self.request_timeout if request_timeout is None else request_timeout
         loop = asyncio.get_running_loop()
+        # Only CREATE and UPDATE send the object; DELETE's body is DeleteOptions.
+        sends_object = operation in ("CREATE", "UPDATE")
+        if sends_object and request_body_size(obj) > self.max_request_body_bytes:
+            too_large = request_entity_too_large(self.max_request_body_bytes)
+            return self._result(False, copy.deepcopy(dict(obj)), too_large, (), (), dry_run)
         current = copy.deepcopy(dict(obj))
         info = resource_info(current, resource, namespaced)
         try:
@@ -798,6 +889,13 @@ class ApiserverEmulator:
             current = await self._run_mutating(attempt, current)
             if operation == "CREATE":
                 current = self._before_create(current, info)
+            if validate_object is not None and operation in ("CREATE", "UPDATE"):
+                refusal = validate_object(copy.deepcopy(current), copy.deepcopy(attempt.old_object))
+                if refusal is not None:
+                    raise _Reject(refusal)
+            # registry/rest/create.go:224-230: validating webhooks get the request's name or,
+            # when it had none (generateName), the name now in the object.
+            attempt.name = attempt.name or str((current.get("metadata") or {}).get("name") or "")
             await self._run_validating(attempt, current)
             current = self._finish_write(current, info, ns, operation, dry_run, persist)
         except _Reject as rej:
@@ -826,9 +924,10 @@ class ApiserverEmulator:
         namespaced: bool | None = None,
         field_manager: str | None = None,
         validators: Sequence[InProcessValidator] = (),
+        validate_object: ObjectValidation | None = None,
     ) -> AdmissionResult:
         """Admission only (never stored) for a CREATE, UPDATE or DELETE: the front door of a
-        fake cluster that keeps the objects itself."""
+        fake cluster that keeps the objects itself (see :meth:`create` for the arguments)."""
         return await self.create(
             obj,
             user=user,
@@ -840,6 +939,7 @@ class ApiserverEmulator:
             persist=False,
             field_manager=field_manager,
             validators=validators,
+            validate_object=validate_object,
         )
 
     def webhooks(self) -> list[Webhook]:
@@ -1001,8 +1101,18 @@ class ApiserverEmulator:
             self._fail_or_ignore(hook, attempt, err)
             return obj, False
         if verified is None or not verified.patch:
+            return obj, False  # mutating/dispatcher.go:333-335
+        try:
+            ops = _decode_patch(verified.patch)
+        except _CallError as err:
+            # mutating/dispatcher.go:336-339: an ErrCallingWebhook, so the failurePolicy decides
+            self._amend_last_call(attempt, hook, error=err.reason)
+            self._violation(hook, err.reason)
+            self._fail_or_ignore(hook, attempt, err)
             return obj, False
-        if attempt.operation == "DELETE" and verified.patch.strip() not in (b"", b"[]"):
+        if not ops:
+            return obj, False  # mutating/dispatcher.go:341-343: an empty patch is no change
+        if attempt.operation == "DELETE":
             # mutating/dispatcher.go:345-348: nothing to apply a patch to on DELETE
             raise _Reject(
                 _internal_error(
@@ -1011,7 +1121,7 @@ class ApiserverEmulator:
                 )
             )
         try:
-            patched = _apply_patch(hook, verified.patch, obj)
+            patched = _apply_patch(ops, obj)
         except _Reject as rej:
             self._violation(hook, f"patch could not be applied: {rej.status['message']}")
             raise
@@ -1029,16 +1139,41 @@ class ApiserverEmulator:
     # -- validating ----------------------------------------------------------------------------
 
     async def _run_validating(self, attempt: _Attempt, obj: JsonDict) -> None:
-        """All validating webhooks at once (validating/dispatcher.go:127-233)."""
+        """All validating webhooks at once; the first failure to finish is the one reported.
+
+        Upstream each webhook's goroutine sends its error on a channel as it finishes
+        (validating/dispatcher.go:127, :218, :226), the dispatcher waits for all of them
+        (:229) and returns the first error received (:232-245): arrival order, not
+        configuration order. Here every call is a task whose done-callback records its
+        failure in the order the tasks finish; all of them are awaited before deciding.
+        A failure of the emulator itself (a contract violation raised in strict mode, a bug)
+        is raised ahead of any webhook's refusal so it is never hidden by one.
+        """
         hooks = [h for h in self.validating if self._should_call(h, attempt, obj)]
-        outcomes = await asyncio.gather(
-            *(self._validate_once(h, attempt, obj) for h in hooks),
-            *(self._validate_in_process(v, attempt, obj) for v in attempt.validators),
-            return_exceptions=True,
-        )
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                raise outcome
+        arrived: list[BaseException] = []
+
+        def on_done(task: asyncio.Future[None]) -> None:
+            failure = None if task.cancelled() else task.exception()
+            if failure is not None:
+                arrived.append(failure)
+
+        tasks = [
+            *(asyncio.ensure_future(self._validate_once(h, attempt, obj)) for h in hooks),
+            *(
+                asyncio.ensure_future(self._validate_in_process(v, attempt, obj))
+                for v in attempt.validators
+            ),
+        ]
+        for task in tasks:
+            task.add_done_callback(on_done)
+        # Callbacks run in registration order, so each task's on_done has run before gather,
+        # whose own callbacks were added later, sees the last task finish.
+        await asyncio.gather(*tasks, return_exceptions=True)
+        emulator_errors = [e for e in arrived if not isinstance(e, _Reject)]
+        if emulator_errors:
+            raise emulator_errors[0]
+        if arrived:
+            raise arrived[0]
 
     async def _validate_in_process(
         self, validator: InProcessValidator, attempt: _Attempt, obj: JsonDict
@@ -1074,14 +1209,22 @@ class ApiserverEmulator:
         raise _Reject(_internal_error(message))
 
     def _record_failed_open(self, attempt: _Attempt, hook: Webhook) -> None:
+        opened = self._amend_last_call(attempt, hook, failed_open=True)
+        if opened is not None:
+            self.failed_open.append(opened)
+
+    def _amend_last_call(
+        self, attempt: _Attempt, hook: Webhook, **changes: Any
+    ) -> WebhookCall | None:
+        """Replace the latest recorded call to ``hook`` with a copy carrying ``changes``."""
         for index in range(len(attempt.calls) - 1, -1, -1):
             call = attempt.calls[index]
             if call.name == hook.name and call.configuration == hook.configuration:
-                opened = WebhookCall(**{**call.__dict__, "failed_open": True})
-                attempt.calls[index] = opened
-                self.failed_open.append(opened)
-                self._replace_call(call, opened)
-                return
+                amended = WebhookCall(**{**call.__dict__, **changes})
+                attempt.calls[index] = amended
+                self._replace_call(call, amended)
+                return amended
+        return None
 
     def _replace_call(self, old: WebhookCall, new: WebhookCall) -> None:
         for index, call in enumerate(self.calls):
@@ -1244,7 +1387,8 @@ class ApiserverEmulator:
 
     @staticmethod
     def _before_create(obj: JsonDict, info: ResourceInfo) -> JsonDict:
-        """rest.BeforeCreate: generate the name, set uid and creationTimestamp, validate."""
+        """registry/store.go:552-555 (uid, creationTimestamp, the name from generateName), then
+        the name-required check of rest.BeforeCreate's validation (rest/create.go:130-133)."""
         meta = obj.setdefault("metadata", {})
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = generate_name(str(meta["generateName"]))

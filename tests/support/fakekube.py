@@ -27,11 +27,13 @@ import yaml
 from aiohttp import web
 
 from tests.support.apiserver import (
+    MAX_REQUEST_BODY_BYTES,
     METADATA_NAME_LABEL,
     ApiserverEmulator,
     JsonDict,
     UserInfo,
     generate_name,
+    request_entity_too_large,
     rfc3339_now,
     selector_matches,
     status_json,
@@ -563,8 +565,16 @@ class FakeKube:
     async def _middleware(
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
-        """Log, authenticate, inject faults and turn every error into a metav1.Status."""
-        body = await self._read_body(request)
+        """Log, authenticate, inject faults and turn every error into a metav1.Status.
+
+        A body over 3 MiB is refused with 413 where the handler would read it, after
+        authentication (k8s.io/apiserver pkg/endpoints/handlers/rest.go:372-389 and
+        pkg/server/config.go:474 at 24a394e5)."""
+        try:
+            body = await self._read_body(request)
+            too_large = len(await request.read()) > MAX_REQUEST_BODY_BYTES  # cached by aiohttp
+        except web.HTTPRequestEntityTooLarge:  # over aiohttp's client_max_size: never read
+            body, too_large = None, True
         user = self._authenticate(request)
         self.requests.append(
             RecordedRequest(
@@ -580,12 +590,15 @@ class FakeKube:
             return _status_response(status_json(401, "Unauthorized", "Unauthorized"))
         self._users[id(request)] = self._effective_user(request, user)
         try:
-            return await self._serve(request, handler)
+            return await self._serve(request, handler, too_large)
         finally:
             self._users.pop(id(request), None)
 
     async def _serve(
-        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+        self,
+        request: web.Request,
+        handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+        too_large: bool = False,
     ) -> web.StreamResponse:
         fault = next((f for f in self.faults if f.matches(request.method, request.path)), None)
         if fault is not None:
@@ -594,6 +607,8 @@ class FakeKube:
             failure = await self._fire(fault, request)
             if failure is not None:
                 return failure
+        if too_large:  # nothing was written, so an after-effect fault has nothing to follow
+            return _status_response(request_entity_too_large())
         try:
             response = await handler(request)
         except KubeApiError as err:

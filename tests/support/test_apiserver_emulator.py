@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from tests import schemas
 from tests.support.apiserver import (
     ApiserverEmulator,
     MatchConditionNotEmulated,
@@ -25,7 +26,11 @@ from tests.support.apiserver import (
     WebhookConfigError,
     WebhookContractViolation,
     resource_info,
+    status_json,
 )
+from tests.support.cluster.cluster import FakeCluster
+from tests.support.cluster.resources import VCJOBS
+from tests.support.cluster.store import ApiError, Store
 from tests.support.fixtures import Listener, TlsServerFactory
 from tests.support.pki import CertificateAuthority, ServingPki, server_ssl_context, write_pki
 from webhook.names import SERVICE_NAME, SERVICE_NAMESPACE
@@ -70,7 +75,7 @@ class StubWebhooks:
                 return reply
             return web.json_response(reply)
 
-        app = web.Application()
+        app = web.Application(client_max_size=8 * 1024 * 1024)  # room for 3 MiB objects
         app.router.add_post("/{tail:.*}", dispatch)
         return app
 
@@ -261,9 +266,11 @@ async def test_timeout_query_is_the_remaining_budget_rounded_up(
     assert [r.query["timeout"] for r in stubs.received] == ["7s", "3s"]
 
 
-async def test_generate_name_is_absent_from_the_request_and_filled_before_validation(
+async def test_a_generated_name_reaches_validating_webhooks_but_not_mutating_ones(
     stubs: StubWebhooks, ca: str, emulator_for: EmulatorFactory
 ) -> None:
+    # registry/rest/create.go:218-230: validating admission takes the name from the object when
+    # the request had none, so the generated name is request.name for validating webhooks only.
     stubs.on("/mutate", allow)
     stubs.on("/validate", allow)
     obj = pod()
@@ -273,16 +280,20 @@ async def test_generate_name_is_absent_from_the_request_and_filled_before_valida
         mutating("m", hook("m.autowrap.io", "/mutate", ca)),
         validating("v", hook("v.autowrap.io", "/validate", ca)),
     )
-    result = await emulator.create(obj)
+    in_process: list[JsonDict] = []
+    result = await emulator.create(
+        obj, validators=[("volcano", lambda request: in_process.append(request))]
+    )
 
     (mutated,) = stubs.reviews("/mutate")
     (validated,) = stubs.reviews("/validate")
     assert "name" not in mutated["request"]
     assert "name" not in mutated["request"]["object"]["metadata"]
-    assert "name" not in validated["request"]
     generated = result.object["metadata"]["name"]
     assert generated.startswith("job-") and len(generated) == len("job-") + 5
+    assert validated["request"]["name"] == generated
     assert validated["request"]["object"]["metadata"]["name"] == generated
+    assert in_process[0]["name"] == generated
     assert ("pods", "team-a", generated) in emulator.stored
 
 
@@ -473,6 +484,81 @@ async def test_a_patch_that_does_not_apply_fails_the_request_whatever_the_policy
     result = await emulator.create(pod())  # no labels map: "add" below it cannot apply
     assert not result.allowed and result.status_code == 500 and result.reason == "InternalError"
     assert emulator.contract_violations
+
+
+def raw_patch(patch: bytes) -> Handler:
+    """Allow with ``patch`` as the patch bytes, whatever they are."""
+    return replying(allowed=True, patch=base64.b64encode(patch).decode(), patchType="JSONPatch")
+
+
+@pytest.mark.parametrize(
+    ("patch", "decode_error"),
+    [
+        (
+            b'{"op": "add", "path": "/metadata/labels", "value": {}}',
+            "json: cannot unmarshal object into Go value of type jsonpatch.Patch",
+        ),
+        (b'[{"op": "add"', "Expecting ',' delimiter"),
+        (b'["add"]', "json: cannot unmarshal string into Go value of type jsonpatch.Operation"),
+    ],
+    ids=["object", "not-json", "array-of-strings"],
+)
+@pytest.mark.parametrize("policy", ["Fail", "Ignore"])
+async def test_an_undecodable_patch_is_a_call_error_the_failure_policy_decides(
+    stubs: StubWebhooks,
+    ca: str,
+    emulator_for: EmulatorFactory,
+    patch: bytes,
+    decode_error: str,
+    policy: str,
+) -> None:
+    # mutating/dispatcher.go:336-339: jsonpatch.DecodePatch failing is an ErrCallingWebhook.
+    stubs.on("/mutate", raw_patch(patch))
+    stubs.on("/validate", allow)
+    emulator = emulator_for(
+        mutating("m", hook("m.autowrap.io", "/mutate", ca, failurePolicy=policy)),
+        validating("v", hook("v.autowrap.io", "/validate", ca)),
+    )
+    result = await emulator.create(pod())
+
+    reason_prefix = "received undecodable patch in webhook response: "
+    if policy == "Ignore":
+        assert result.allowed, result.message
+        assert result.object["metadata"] == {**pod()["metadata"], **{
+            k: result.object["metadata"][k] for k in ("uid", "creationTimestamp",
+                                                      "resourceVersion")}}  # fmt: skip
+        assert [c.name for c in emulator.failed_open] == ["m.autowrap.io"]
+        assert len(stubs.reviews("/validate")) == 1
+    else:
+        assert (result.allowed, result.status_code, result.reason) == (
+            False,
+            500,
+            "InternalError",
+        )
+        assert result.message.startswith(
+            f'Internal error occurred: failed calling webhook "m.autowrap.io": {reason_prefix}'
+        )
+        assert decode_error in result.message
+        assert stubs.reviews("/validate") == [] and emulator.stored == {}
+    (call,) = [c for c in result.calls if c.phase == "mutating"]
+    assert call.error is not None and call.error.startswith(reason_prefix) and not call.patched
+    assert decode_error in emulator.contract_violations[0]
+
+
+@pytest.mark.parametrize("patch", [b"[]", b"null"], ids=["empty-array", "null"])
+async def test_an_empty_patch_is_no_change_even_on_delete(
+    stubs: StubWebhooks, ca: str, emulator_for: EmulatorFactory, patch: bytes
+) -> None:
+    # mutating/dispatcher.go:341-343: a patch that decodes to no operation changes nothing, so
+    # the DELETE check after it (:345-348) is not reached either.
+    stubs.on("/mutate", raw_patch(patch))
+    emulator = emulator_for(mutating("m", _all_operations("m.autowrap.io", "/mutate", ca)))
+    created = await emulator.create(pod())
+    deleted = await emulator.admit("DELETE", created.object, old_object=created.object)
+    assert created.allowed and deleted.allowed, (created.message, deleted.message)
+    assert created.object["spec"] == pod()["spec"]
+    assert not any(c.patched for c in emulator.calls)
+    assert emulator.contract_violations == [] and emulator.failed_open == []
 
 
 @pytest.mark.parametrize(
@@ -920,6 +1006,34 @@ async def test_validating_webhooks_run_in_parallel_on_the_mutated_object(
     assert seen == [{"m": "1"}, {"m": "1"}]
 
 
+async def test_the_first_validating_failure_to_arrive_is_reported_after_all_have_finished(
+    stubs: StubWebhooks, ca: str, emulator_for: EmulatorFactory
+) -> None:
+    # validating/dispatcher.go:127, :229-245: errors are collected in the order the webhooks
+    # finish, after every one has; the first received is returned.
+    async def slow_denial(review: JsonDict) -> JsonDict:
+        await asyncio.sleep(0.3)
+        return answer(review, allowed=False, status={"message": "slow"})
+
+    stubs.on("/slow", slow_denial)
+    stubs.on("/fast", replying(allowed=False, status={"message": "fast"}))
+    emulator = emulator_for(
+        validating(
+            "v", hook("slow.autowrap.io", "/slow", ca), hook("fast.autowrap.io", "/fast", ca)
+        )
+    )
+    result = await emulator.create(pod())
+
+    assert (result.status_code, result.message) == (
+        400,
+        'admission webhook "fast.autowrap.io" denied the request: fast',
+    )
+    assert [(c.name, c.allowed) for c in result.calls] == [
+        ("fast.autowrap.io", False),
+        ("slow.autowrap.io", False),
+    ], "the slow webhook was waited for"
+
+
 async def test_validation_is_skipped_when_a_mutating_webhook_rejects(
     stubs: StubWebhooks, ca: str, emulator_for: EmulatorFactory
 ) -> None:
@@ -1034,6 +1148,133 @@ async def test_an_injected_ca_bundle_fills_configurations_without_one(
         listener.host, listener.port, [validating("v", spec)], ca_bundle=ca
     )
     assert (await emulator.create(pod())).allowed
+
+
+# --- what the storage layer refuses -------------------------------------------------------------
+
+LIMIT = 3 * 1024 * 1024
+
+
+def padded_pod(size: int) -> JsonDict:
+    """A pod whose compact JSON encoding is exactly ``size`` bytes."""
+    obj = pod()
+    obj["metadata"]["annotations"] = {"pad": ""}
+    obj["metadata"]["annotations"]["pad"] = "x" * (
+        size - len(json.dumps(obj, separators=(",", ":")))
+    )
+    assert len(json.dumps(obj, separators=(",", ":")).encode()) == size
+    return obj
+
+
+async def test_a_body_over_3_mib_is_refused_before_admission(
+    stubs: StubWebhooks, ca: str, emulator_for: EmulatorFactory
+) -> None:
+    # handlers/rest.go:372-389 with MaxRequestBodyBytes 3 MiB (server/config.go:474): a body of
+    # exactly the limit is read, one byte more is 413 before anything is decoded.
+    stubs.on("/mutate", allow)
+    stubs.on("/validate", allow)
+    emulator = emulator_for(
+        mutating("m", _all_operations("m.autowrap.io", "/mutate", ca)),
+        validating("v", _all_operations("v.autowrap.io", "/validate", ca)),
+    )
+    at_limit = await emulator.create(padded_pod(LIMIT))
+    assert at_limit.allowed, at_limit.message
+    calls_so_far = len(stubs.received)
+
+    over = await emulator.create(padded_pod(LIMIT + 1))
+    update = await emulator.admit("UPDATE", padded_pod(LIMIT + 1), old_object=pod())
+
+    expected = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": "Request entity too large: limit is 3145728",
+        "reason": "RequestEntityTooLarge",
+        "code": 413,
+    }
+    assert over.status == expected and update.status == expected
+    assert over.calls == () and update.calls == ()
+    assert len(stubs.received) == calls_so_far, "no webhook saw the oversized object"
+
+
+def _vcjob_hook(ca: str) -> JsonDict:
+    spec = hook("v.autowrap.io", "/validate", ca)
+    spec["rules"] = [
+        {
+            "apiGroups": ["batch.volcano.sh"],
+            "apiVersions": ["v1alpha1"],
+            "operations": ["CREATE", "UPDATE"],
+            "resources": ["jobs"],
+        }
+    ]
+    return spec
+
+
+async def test_the_storage_validation_runs_after_mutation_and_before_validating_webhooks(
+    stubs: StubWebhooks, ca: str, emulator_for: EmulatorFactory
+) -> None:
+    # registry/store.go:569 rest.BeforeCreate (the strategy's Validate) before :575
+    # createValidation, and :825 rest.BeforeUpdate before :839-843 updateValidation.
+    stubs.on("/mutate", patching({"op": "add", "path": "/metadata/labels", "value": {"m": "1"}}))
+    stubs.on("/validate", allow)
+    emulator = emulator_for(
+        mutating("m", _all_operations("m.autowrap.io", "/mutate", ca)),
+        validating("v", _all_operations("v.autowrap.io", "/validate", ca)),
+    )
+    checked: list[tuple[JsonDict, JsonDict | None]] = []
+    invalid = status_json(422, 'Pod "p" is invalid: spec.containers: Required value', "Invalid")
+
+    def refuse(obj: JsonDict, old: JsonDict | None) -> JsonDict | None:
+        checked.append((obj, old))
+        return invalid
+
+    generated = pod()
+    del generated["metadata"]["name"]
+    generated["metadata"]["generateName"] = "p-"
+    created = await emulator.create(generated, validate_object=refuse)
+    updated = await emulator.admit("UPDATE", pod(), old_object=pod(), validate_object=refuse)
+
+    assert created.status == invalid and updated.status == invalid
+    assert len(stubs.reviews("/mutate")) == 2 and stubs.reviews("/validate") == []
+    assert [c.phase for c in emulator.calls] == ["mutating", "mutating"]
+    (new, none), (changed, old) = checked
+    assert new["metadata"]["labels"] == {"m": "1"} and new["metadata"]["name"].startswith("p-")
+    assert none is None and changed["metadata"]["labels"] == {"m": "1"} and old == pod()
+    assert emulator.stored == {}
+
+    valid = await emulator.create(pod(), validate_object=lambda obj, old: None)
+    assert valid.allowed and len(stubs.reviews("/validate")) == 1
+
+
+async def test_a_custom_resource_failing_its_crd_schema_never_reaches_validating_webhooks(
+    stubs: StubWebhooks, ca: str, emulator_for: EmulatorFactory
+) -> None:
+    store = Store()
+    if not store.validate_schemas:
+        pytest.skip(f"upstream CRDs not found at {schemas.CRD_DIR}; schema checks need them")
+    stubs.on("/validate", allow)
+    emulator = emulator_for(validating("v", _vcjob_hook(ca)))
+    fake = FakeCluster(emulator=emulator, store=store)
+
+    def job(min_available: Any) -> JsonDict:
+        return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+                "metadata": {"name": "j", "namespace": "default"},
+                "spec": {"minAvailable": min_available}}  # fmt: skip
+
+    with pytest.raises(ApiError) as err:
+        await fake.create(VCJOBS, job("two"))
+    assert (err.value.status, err.value.reason) == (422, "Invalid")
+    assert "spec.minAvailable" in err.value.message
+    assert stubs.reviews("/validate") == [] and emulator.calls == []
+
+    stored = await fake.create(VCJOBS, job(2))
+    assert len(stubs.reviews("/validate")) == 1
+    stored["spec"]["minAvailable"] = "two"
+    with pytest.raises(ApiError) as err:
+        await fake.update(VCJOBS, stored)
+    assert (err.value.status, err.value.reason) == (422, "Invalid")
+    assert len(stubs.reviews("/validate")) == 1, "the invalid update reached no validating webhook"
 
 
 # --- UPDATE and DELETE through admit() ----------------------------------------------------------

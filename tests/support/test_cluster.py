@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -311,6 +312,32 @@ async def test_http_pod_crud_and_errors(api: client.ApiClient, cluster: FakeClus
     deleted = await core.delete_namespaced_pod("p2", "default")
     assert deleted.metadata.name == "p2"
     assert cluster.requests_to("DELETE", r"/pods/p2$")[0].user == "kubernetes-admin"
+
+
+async def test_http_body_over_3_mib_is_request_entity_too_large(
+    api: client.ApiClient, cluster: FakeCluster
+) -> None:
+    # k8s.io/apiserver pkg/endpoints/handlers/rest.go:372-389, pkg/server/config.go:474.
+    core = client.CoreV1Api(api)
+    big = pod("big", annotations={"pad": "x" * (3 * 1024 * 1024)})
+    with pytest.raises(ApiException) as err:
+        await core.create_namespaced_pod("default", big)
+    assert err.value.status == 413
+    assert json.loads(err.value.body) == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": "Request entity too large: limit is 3145728",
+        "reason": "RequestEntityTooLarge",
+        "code": 413,
+    }
+    assert cluster.store.get(r.PODS, "default", "big") is None
+    small = await core.create_namespaced_pod("default", pod("big"))
+    small.metadata.annotations = {"pad": "x" * (3 * 1024 * 1024)}
+    with pytest.raises(ApiException) as err:
+        await core.replace_namespaced_pod("big", "default", small)
+    assert err.value.status == 413 and "limit is 3145728" in err.value.body
 
 
 async def test_http_patch_types(api: client.ApiClient) -> None:
@@ -624,6 +651,39 @@ async def test_front_door_calls_the_real_webhook_with_the_user(autowrap: Any) ->
             await fake.create(r.VCJOBS, vcjob("x", namespace=NAMESPACE, labels={"deny": "y"}))
         assert "denied the request: blocked" in err.value.message
         assert await fake.delete(r.VCJOBS, NAMESPACE, "plain") is not None
+
+
+async def test_front_door_in_process_webhooks_see_the_name_generated_one_included() -> None:
+    # k8s.io/apiserver pkg/registry/rest/create.go:218-230: validating admission gets the
+    # request's name or, under generateName, the generated one.
+    seen: list[Obj] = []
+
+    def record(request: Obj) -> str | None:
+        seen.append(request)
+        return None
+
+    fake = FakeCluster()
+    fake.add_validating_webhook("recorder", record)
+    generated = await fake.create(r.PODS, pod("", generateName="w-"))
+    await fake.create(r.PODS, pod("named"))
+    assert [q["name"] for q in seen] == [generated["metadata"]["name"], "named"]
+
+
+async def test_front_door_checks_the_schema_before_in_process_webhooks() -> None:
+    # k8s.io/apiserver pkg/registry/generic/registry/store.go:569 (rest.BeforeCreate) before
+    # :575 (createValidation): an object the CRD schema refuses reaches no validating webhook.
+    fake = FakeCluster()
+    if not fake.store.validate_schemas:
+        pytest.skip("../shared/crds is not present")
+    seen: list[str] = []
+    fake.add_validating_webhook("recorder", lambda q: seen.append(q["operation"]))
+    bad = {"metadata": {"name": "j", "namespace": "default"}, "spec": {"minAvailable": "two"}}
+    with pytest.raises(ApiError) as err:
+        await fake.create(r.VCJOBS, bad)
+    assert err.value.status == 422 and "spec.minAvailable" in err.value.message
+    with pytest.raises(ApiError) as err:
+        await fake.create(r.PODS, pod("Bad_Name"))
+    assert err.value.status == 422 and seen == []
 
 
 def test_store_checks_custom_resources_against_the_crd_schema() -> None:

@@ -179,6 +179,27 @@ async def test_invalid_creates_are_refused_with_a_status(
     assert fake_kube.appwrappers == {}
 
 
+async def test_a_body_over_3_mib_is_request_entity_too_large(
+    fake_kube: FakeKube, api_client: client.ApiClient
+) -> None:
+    # k8s.io/apiserver pkg/endpoints/handlers/rest.go:372-389, pkg/server/config.go:474.
+    big = appwrapper()
+    big["metadata"]["annotations"] = {"pad": "x" * (3 * 1024 * 1024)}
+    with pytest.raises(ApiException) as exc:
+        await create_aw(api_client, big)
+    assert exc.value.status == 413
+    assert status_of(exc) == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": "Request entity too large: limit is 3145728",
+        "reason": "RequestEntityTooLarge",
+        "code": 413,
+    }
+    assert fake_kube.appwrappers == {}
+
+
 async def test_a_missing_namespace_is_not_found_when_namespaces_are_required(
     fake_kube: FakeKube, api_client: client.ApiClient
 ) -> None:

@@ -3,8 +3,11 @@
 A write goes the way kube-apiserver sends it (handlers/create.go:180-215, update.go:176-216,
 patch.go:211-245, delete.go:138-175 of k8s.io/apiserver @24a394e5): the object is decoded and
 defaulted, managedFields are computed, mutating webhooks run (sequentially), the name is
-generated, validating webhooks run (in parallel, including the in-process ones added with
-:meth:`FakeCluster.add_validating_webhook`), then storage decides (AlreadyExists, Conflict).
+generated, the store validates the object (the name, a CRD's schema: 422 Invalid, as
+rest.BeforeCreate/BeforeUpdate at registry/store.go:569 and :825), validating webhooks run (in
+parallel, including the in-process ones added with :meth:`FakeCluster.add_validating_webhook`),
+then storage decides (AlreadyExists, Conflict). Over HTTP a request body over 3 MiB is refused
+with 413 first (handlers/rest.go:372-389).
 Admission goes through :class:`ApiserverEmulator` when one is attached, so autowrap's real
 webhook server is called over TLS. Subresource writes (``/status``) skip webhooks: every
 configured rule names the main resource, which does not match ``pods/status``.
@@ -29,7 +32,14 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from tests.support.apiserver import ApiserverEmulator, InProcessValidator, UserInfo, status_json
+from tests.support.apiserver import (
+    MAX_REQUEST_BODY_BYTES,
+    ApiserverEmulator,
+    InProcessValidator,
+    UserInfo,
+    request_entity_too_large,
+    status_json,
+)
 from tests.support.apiserver import generate_name as _generate_name
 from tests.support.cluster import fields as managed
 from tests.support.cluster import patches
@@ -101,6 +111,16 @@ def _json(data: Any, status: int = 200, warnings: Sequence[str] = ()) -> web.Res
 
 def _status_response(error: ApiError) -> web.Response:
     return _json(error.status_json(), error.status)
+
+
+async def _read_limited(request: web.Request) -> tuple[bytes, bool]:
+    """The body, and whether it is over kube-apiserver's 3 MiB request body limit. A body over
+    aiohttp's own ``client_max_size`` is not read at all (empty, and too large)."""
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        return b"", True
+    return raw, len(raw) > MAX_REQUEST_BODY_BYTES
 
 
 def _generic_not_found() -> ApiError:
@@ -409,22 +429,38 @@ class FakeCluster:
         field_manager: str | None,
         subresource: str,
     ) -> tuple[JsonDict, tuple[str, ...]]:
-        """Mutating, name generation, validating: through the emulator when one is attached."""
+        """Mutating, name generation, the store's validation, validating: through the emulator
+        when one is attached. The store's validation (the name on create, a CRD's schema) comes
+        before the validating webhooks, as rest.BeforeCreate/BeforeUpdate come before
+        createValidation/updateValidation (k8s.io/apiserver pkg/registry/generic/registry/
+        store.go:569 and :575, :825 and :839-843 at 24a394e5): an invalid object is refused
+        with its 422 and no validating webhook sees it."""
         if subresource:
             return obj, ()
+        creating = operation == "CREATE"
+
+        def validate_object(new: JsonDict, _old: JsonDict | None) -> JsonDict | None:
+            try:
+                self.store.validate(res, new, creating=creating)
+            except ApiError as err:
+                return err.status_json()
+            return None
+
         if self.emulator is not None:
             result = await self.emulator.admit(
                 operation, obj, old_object=old, user=user, dry_run=dry_run,
                 resource=res.plural, namespaced=res.namespaced, field_manager=field_manager,
-                validators=self.validators,
+                validators=self.validators, validate_object=validate_object,
             )  # fmt: skip
             if not result.allowed:
                 raise ApiError.from_status(result.status or {})
             return result.object, tuple(result.warnings)
         admitted = copy.deepcopy(obj)
         meta = admitted["metadata"]
-        if operation == "CREATE" and not meta.get("name") and meta.get("generateName"):
+        if creating and not meta.get("name") and meta.get("generateName"):
             meta["name"] = _generate_name(str(meta["generateName"]))
+        if operation != "DELETE":
+            self.store.validate(res, admitted, creating=creating)
         request = self._request(operation, res, admitted, old, user, dry_run)
         for name, deny in self.validators:
             message = deny(request)
@@ -441,7 +477,11 @@ class FakeCluster:
         user: UserInfo,
         dry_run: bool,
     ) -> JsonDict:
-        """The AdmissionRequest an in-process webhook sees when no emulator is attached."""
+        """The AdmissionRequest an in-process webhook sees when no emulator is attached.
+
+        ``name`` is the object's, the generated one included: validating admission gets the
+        name from the object when the request had none (k8s.io/apiserver
+        pkg/registry/rest/create.go:224-230 at 24a394e5)."""
         meta = obj.get("metadata") or {}
         gvk = {"group": res.group, "version": res.version, "kind": res.kind}
         gvr = {"group": res.group, "version": res.version, "resource": res.plural}
@@ -450,7 +490,7 @@ class FakeCluster:
                              "operation": operation, "userInfo": user.to_json(),
                              "object": None if operation == "DELETE" else copy.deepcopy(obj),
                              "oldObject": copy.deepcopy(old), "dryRun": dry_run}  # fmt: skip
-        if meta.get("name") and operation != "CREATE":
+        if meta.get("name"):
             request["name"] = meta["name"]
         if meta.get("namespace"):
             request["namespace"] = meta["namespace"]
@@ -462,8 +502,12 @@ class FakeCluster:
     async def _middleware(
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
-        """Authenticate, record, inject faults, and answer every error as a metav1.Status."""
-        raw = await request.read()
+        """Authenticate, record, inject faults, and answer every error as a metav1.Status.
+
+        A body over 3 MiB is refused with 413 where the handler would read it, after
+        authentication (k8s.io/apiserver pkg/endpoints/handlers/rest.go:372-389 and
+        pkg/server/config.go:474 at 24a394e5)."""
+        raw, too_large = await _read_limited(request)
         header = request.headers.get("Authorization", "")
         token = header[len("Bearer ") :] if header.startswith("Bearer ") else None
         user = self.users.get(token) if token else None
@@ -493,6 +537,8 @@ class FakeCluster:
                 fault.status, f"injected fault {fault.status}"
             )
             return _json(status_json(fault.status, message), fault.status)
+        if too_large:
+            return _json(request_entity_too_large(), 413)
         try:
             return await handler(request)
         except ApiError as err:

@@ -414,6 +414,18 @@ class Store:
         self._settle()
         return copy.deepcopy(table.get(key, new))
 
+    def validate(self, res: Resource, obj: JsonDict, *, creating: bool) -> None:
+        """The strategy's validation of a create or an update, as rest.BeforeCreate and
+        rest.BeforeUpdate run it (k8s.io/apiserver pkg/registry/rest/create.go:130-133,
+        update.go:154-157 at 24a394e5): the name on create, then a custom resource's CRD
+        schema; raises the 422 Invalid. The front door runs it between name generation and
+        the validating webhooks (registry/store.go:569 before :575, :825 before :839-843);
+        commit_create and commit_update run the same checks, so a direct write gets them too.
+        """
+        if creating:
+            self._validate_name(res, str(_meta(obj).get("name") or ""))
+        self._check_schema(res, obj)
+
     def _check_schema(self, res: Resource, obj: JsonDict) -> None:
         if not self.validate_schemas or res.crd_file is None:
             return
