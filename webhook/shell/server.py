@@ -250,17 +250,21 @@ async def _on_a_lane(
 
 
 def _busy(body: bytes, record: admission.Record) -> web.Response:
+    return _unjudged(body, record, "busy", (
+        f"autowrap admitted nothing: every lane for large requests (over "
+        f"{lanes.HEAVY_BODY_BYTES // 1024} KiB) stayed busy for as long as this request could "
+        "wait; apply it again in a moment"))  # fmt: skip
+
+
+def _unjudged(body: bytes, record: admission.Record, decision: str, message: str) -> web.Response:
+    """A 503 denial for a review autowrap did not judge, answered with its uid (or a 4xx when
+    the body is not a review)."""
     try:
         uid = review.parse(body).request.uid
     except review.BadReview as exc:
         record.decision, record.code, record.detail = "bad-request", exc.status, exc.reason
         return _bad(exc.status, exc.reason)
-    record.uid, record.decision, record.code = uid, "busy", 503
-    message = (
-        f"autowrap admitted nothing: every lane for large requests (over "
-        f"{lanes.HEAVY_BODY_BYTES // 1024} KiB) stayed busy for as long as this request could "
-        "wait; apply it again in a moment"
-    )
+    record.uid, record.decision, record.code = uid, decision, 503
     response = review.deny(uid, message, code=503, reason="ServiceUnavailable")
     return web.Response(body=orjson.dumps(response), content_type="application/json")
 
@@ -311,16 +315,9 @@ def request_line(fields: dict[str, Any]) -> None:
 
 
 def _no_policies(body: bytes, state: State, record: admission.Record) -> web.Response:
-    try:
-        uid = review.parse(body).request.uid
-    except review.BadReview as exc:
-        record.decision, record.code, record.detail = "bad-request", exc.status, exc.reason
-        return _bad(exc.status, exc.reason)
-    record.uid, record.decision, record.code = uid, "internal-error", 503
-    message = (f"autowrap has no valid policy set and admitted nothing: {state.policy_error}; "
-               "fix the ConfigMap autowrap-system/autowrap-policies")  # fmt: skip
-    response = review.deny(uid, message, code=503, reason="ServiceUnavailable")
-    return web.Response(body=orjson.dumps(response), content_type="application/json")
+    return _unjudged(body, record, "internal-error", (
+        f"autowrap has no valid policy set and admitted nothing: {state.policy_error}; "
+        "fix the ConfigMap autowrap-system/autowrap-policies"))  # fmt: skip
 
 
 VALIDATE_POLICIES_PATH = "/validate-policies"
