@@ -19,6 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+import orjson
+
 from webhook import adoption, audit, builder, engine, names, objects, patches, provenance, review
 from webhook.plumbing import pods
 from webhook.policy import Match, Mode, PolicySet
@@ -158,7 +160,7 @@ async def review_body(
     budget = _Budget(start + usable_budget(timeout), deps.clock)
     try:
         if webhook == "mutate":
-            response = await _mutate(request, obj, deps, budget, record)
+            response = await _mutate(request, obj, deps, budget, record, len(body))
         else:
             response = await _validate(request, obj, deps, budget, record)
     except ApiFailure as exc:
@@ -171,20 +173,29 @@ async def review_body(
 
 
 async def _mutate(
-    request: review.AdmissionRequest, obj: dict[str, Any], deps: Deps, budget: _Budget, rec: Record
+    request: review.AdmissionRequest,
+    obj: dict[str, Any],
+    deps: Deps,
+    budget: _Budget,
+    rec: Record,
+    submitted: int,
 ) -> dict[str, Any]:
+    """``submitted``: the request body's length (``_patched``)."""
     if request.operation == "UPDATE" and obj and request.old_object:
-        return await _normalize_update(request, obj, request.old_object, deps, budget, rec)
+        return await _normalize_update(request, obj, request.old_object, deps, budget, rec,
+                                       submitted)  # fmt: skip
     if request.operation != "CREATE" or not obj:
         return _allowed(request.uid, rec, "skipped")
     if request.kind.kind == "Pod" and pods.needs_rank(obj):
         mutation = pods.mutate(obj)
         if mutation.violations:
             return _denied(request.uid, rec, [v.render() for v in mutation.violations])
-        return _patched(request.uid, rec, obj, mutation.pod, "ranked")
+        return _patched(request.uid, rec, obj, mutation.pod, "ranked", submitted=submitted)
     context = await _context(request, deps, budget)
     if request.kind.kind != "AppWrapper":
         candidate = engine.wrap_candidate(obj, context)
+        if candidate is None and not objects.is_appwrapper(obj):
+            return _allowed(request.uid, rec, "skipped")  # nothing but an AppWrapper completes
         if candidate is not None:
             mode, _ = await _mode(candidate.match, candidate.queue, request.namespace, deps, budget)
             if mode is not Mode.ADOPT:
@@ -193,14 +204,14 @@ async def _mutate(
             # AppWrapper for that: its name and queue are enough.
             prepared = adoption.prepare(obj, candidate, user=request.user_info.username)
             rec.appwrapper = candidate.appwrapper_name
-            return _patched(request.uid, rec, obj, prepared, "prepared")
+            return _patched(request.uid, rec, obj, prepared, "prepared", submitted=submitted)
     outcome = engine.admit(obj, context, check=False)
     if outcome.action is not engine.Action.COMPLETE:
         return _allowed(request.uid, rec, "skipped")
     if outcome.result is None:  # too large to build: nothing to complete
         return _denied(request.uid, rec, list(outcome.verdict().errors))
     # Findings are /validate's to report; mutation only completes.
-    return _patched(request.uid, rec, obj, outcome.result, "completed")
+    return _patched(request.uid, rec, obj, outcome.result, "completed", submitted=submitted)
 
 
 async def _normalize_update(
@@ -210,6 +221,7 @@ async def _normalize_update(
     deps: Deps,
     budget: _Budget,
     rec: Record,
+    submitted: int,
 ) -> dict[str, Any]:
     """Re-applying the unchanged manifest of an adopted object succeeds (SPEC section 11)."""
     if not adoption.is_adopted_object(old):
@@ -223,7 +235,7 @@ async def _normalize_update(
     normalized = adoption.normalize_update(obj, old, match.policy.spec)
     if normalized is None:
         return _allowed(request.uid, rec, "unchanged")
-    return _patched(request.uid, rec, obj, normalized, "normalized")
+    return _patched(request.uid, rec, obj, normalized, "normalized", submitted=submitted)
 
 
 def _note_findings(rec: Record, outcome: engine.Outcome, obj: Mapping[str, Any]) -> None:
@@ -256,20 +268,28 @@ async def _mode(
 
 
 def _patched(
-    uid: str, rec: Record, original: Mapping[str, Any], result: Mapping[str, Any] | None, what: str
+    uid: str,
+    rec: Record,
+    original: Mapping[str, Any],
+    result: Mapping[str, Any] | None,
+    what: str,
+    *,
+    submitted: int,
 ) -> dict[str, Any]:
-    if result is not None:
-        # What the apiserver would store after this patch, weighed before the patch is made: a
-        # result over etcd's limit is refused at the write anyway, and its patch (env added to
-        # every container) can weigh many times the object.
+    """Allowed with the patch from ``original`` to ``result``, unless the apiserver could not
+    store the result. ``submitted`` is the request body's length, more than ``original`` weighs
+    as JSON; the result outweighs ``original`` by at most the patch's own JSON (every add and
+    replace carries its value), so only a result that may cross etcd's limit is weighed whole."""
+    patch = patches.make_patch(original, result) if result is not None else []
+    encoded = orjson.dumps(patch) if patch else b""
+    if result is not None and submitted + len(encoded) > size.ETCD_LIMIT:
         kind = original.get("kind") or "object"
         too_large = size.check(result, what=f"the {kind} with the env, DNS and gates autowrap "
                                f"adds (submitted: {size.json_size(original):,} bytes)")  # fmt: skip
         if too_large:
             return _denied(uid, rec, [v.render() for v in too_large])
-    patch = patches.make_patch(original, result) if result is not None else []
     rec.decision = what if patch else "unchanged"
-    return review.allow(uid, patch=patch)
+    return review.allow(uid, patch=encoded)
 
 
 # --- /validate ---------------------------------------------------------------------------------
@@ -422,9 +442,7 @@ async def _wrap(
 def _redirect_message(
     request: review.AdmissionRequest, appwrapper: Mapping[str, Any], ns: str, aw_name: str
 ) -> str:
-    component = objects.as_map(
-        objects.as_list(objects.as_map(appwrapper.get("spec")).get("components"))[0]
-    ).get("template")
+    component = provenance.component_template(appwrapper)
     name = request.name or objects.name_of(objects.as_map(component))
     queue = objects.labels_of(appwrapper).get(names.QUEUE_LABEL, "")
     dry = " (dry run: nothing was created)" if request.dry_run else ""

@@ -8,7 +8,7 @@ deny or only warn is decided by the policy's enforcement in ``Outcome.verdict``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -104,7 +104,7 @@ def admit(obj: object, context: Context, *, check: bool = True) -> Outcome:
         return Outcome(Action.PASS, None, reason="not an object")
     api_version, kind = obj.get("apiVersion"), obj.get("kind")
     match = context.policies.match(context.namespace, context.namespace_labels)
-    if api_version == names.APPWRAPPER_API_VERSION and kind == "AppWrapper":
+    if objects.is_appwrapper(obj):
         if match is None:
             return Outcome(Action.PASS, dict(obj), reason=_uncovered(context.namespace))
         return _complete_submitted(dict(obj), match, check=check)
@@ -361,7 +361,7 @@ def wrap_candidate(obj: object, context: Context) -> Candidate | None:
         return None  # left unprepared: validation refuses it with the findings
     if not objects.name_of(obj) and not context.uid:
         return None
-    if too_large_to_build(obj, match.policy.spec, what="") is not None:
+    if too_large_to_build(obj, [(obj, adapter)], match.policy.spec, what="") is not None:
         return None  # left unprepared: validation refuses it, saying how large it would be
     name = _appwrapper_name(obj, context, "")
     return Candidate(adapter, match, name, _chosen_queue(obj, match.policy.spec))
@@ -373,29 +373,37 @@ WEIGH_FIRST_BYTES = 64 * 1024
 
 
 def too_large_to_build(
-    obj: Mapping[str, Any], policy: PolicySpec, *, what: str
+    obj: Mapping[str, Any],
+    workloads: Iterable[tuple[Mapping[str, Any], KindAdapter]],
+    policy: PolicySpec,
+    *,
+    what: str,
 ) -> Violation | None:
-    """Whether ``obj`` (a workload, or an AppWrapper around one) plus the env plumbing adds to
-    its containers is already over etcd's limit: then nothing is built, copied or patched for
-    it. The count is a lower bound (DNS, labels and the AppWrapper around a workload come on
-    top), so what passes is weighed again, whole, once built."""
+    """Whether ``obj`` plus the env plumbing adds to the containers of its ``workloads`` (``obj``
+    itself, or the components of an AppWrapper) is already over etcd's limit: then nothing is
+    built, copied or patched for it. The count is a lower bound (DNS, labels and the AppWrapper
+    around a workload come on top), so what passes is weighed again, whole, once built."""
     size = size_rules.json_size(obj)
     if size < WEIGH_FIRST_BYTES:
         return None
-    if obj.get("apiVersion") == names.APPWRAPPER_API_VERSION and obj.get("kind") == "AppWrapper":
-        components = as_list(as_map(obj.get("spec")).get("components"))
-        workloads = [as_map(as_map(c).get("template")) for c in components]
-    else:
-        workloads = [obj]
-    added = 0
-    for workload_obj in workloads:
-        adapter = kinds.find(workload_obj.get("apiVersion"), workload_obj.get("kind"))
-        if adapter is not None:
-            added += env_growth(workload_obj, adapter, policy)
+    added = sum(env_growth(workload_obj, adapter, policy) for workload_obj, adapter in workloads)
     return size_rules.over_limit(size + added, submitted=size, what=what)
 
 
+def _component_workloads(
+    appwrapper: Mapping[str, Any],
+) -> list[tuple[Mapping[str, Any], KindAdapter]]:
+    found: list[tuple[Mapping[str, Any], KindAdapter]] = []
+    for component in as_list(as_map(appwrapper.get("spec")).get("components")):
+        template = as_map(as_map(component).get("template"))
+        adapter = kinds.find(template.get("apiVersion"), template.get("kind"))
+        if adapter is not None:
+            found.append((template, adapter))
+    return found
+
+
 def env_growth(obj: Mapping[str, Any], adapter: KindAdapter, policy: PolicySpec) -> int:
+    """Bytes of JSON the env plumbing would add to ``obj``'s containers (``env_plumbing.growth``)."""
     prepared = _prepare(dict(obj), adapter, policy)
     if prepared.plan is None:
         return 0
@@ -412,7 +420,8 @@ def wrap(
 ) -> Outcome:
     """The AppWrapper for a wrap candidate under the matched policy, with its findings."""
     policy = match.policy.spec
-    too_large = too_large_to_build(obj, policy, what=f"the AppWrapper for this {adapter.kind}")
+    what = f"the AppWrapper for this {adapter.kind}"
+    too_large = too_large_to_build(obj, [(obj, adapter)], policy, what=what)
     if too_large is not None:
         return Outcome(Action.WRAP, None, (too_large,), match, "too large to store")
     labels = objects.labels_of(obj)
@@ -520,7 +529,8 @@ def complete(appwrapper: Obj, policy: PolicySpec) -> Obj:
 
 def _complete_submitted(appwrapper: Obj, match: Match, *, check: bool) -> Outcome:
     policy = match.policy.spec
-    too_large = too_large_to_build(appwrapper, policy, what="the AppWrapper")
+    workloads = _component_workloads(appwrapper)
+    too_large = too_large_to_build(appwrapper, workloads, policy, what="the AppWrapper")
     if too_large is not None:
         return Outcome(Action.COMPLETE, None, (too_large,), match, "too large to store")
     completed = complete(appwrapper, policy)

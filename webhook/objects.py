@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from webhook import names
 from webhook.fields import FieldPath
 
 Obj = dict[str, Any]
@@ -131,6 +132,10 @@ def deep_copy(obj: Obj) -> Obj:
     except ValueError:
         return copy.deepcopy(obj)
     return copied
+
+
+def is_appwrapper(obj: Mapping[str, Any]) -> bool:
+    return obj.get("apiVersion") == names.APPWRAPPER_API_VERSION and obj.get("kind") == "AppWrapper"
 
 
 def int_or_none(value: object) -> int | None:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook import kinds, names, objects
+from webhook import kinds, objects
 from webhook.objects import Obj, as_list, as_map
 from webhook.plumbing import pods as pod_plumbing
 from webhook.workload import KindAdapter, PodGroup
@@ -62,7 +62,7 @@ def pods(obj: Mapping[str, Any], namespace: str = "default") -> list[PodRow]:
     """One row per pod the object makes the cluster run, in spec order (empty for objects
     that make none, such as a Service or a ConfigMap)."""
     ns = str(as_map(obj.get("metadata")).get("namespace") or namespace)
-    if obj.get("apiVersion") == names.APPWRAPPER_API_VERSION and obj.get("kind") == "AppWrapper":
+    if objects.is_appwrapper(obj):
         rows: list[PodRow] = []
         for component in as_list(as_map(obj.get("spec")).get("components")):
             template = as_map(as_map(component).get("template"))

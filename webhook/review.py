@@ -125,13 +125,12 @@ def fit_warnings(warnings: Sequence[str]) -> list[str]:
     return out
 
 
-def allow(
-    uid: str, *, patch: list[dict[str, Any]] | None = None, warnings: Sequence[str] = ()
-) -> dict[str, Any]:
+def allow(uid: str, *, patch: bytes = b"", warnings: Sequence[str] = ()) -> dict[str, Any]:
+    """Allowed, with ``patch`` (a JSONPatch, already encoded as JSON) when there is one."""
     response: dict[str, Any] = {"uid": uid, "allowed": True}
     if patch:
         response["patchType"] = "JSONPatch"
-        response["patch"] = base64.b64encode(orjson.dumps(patch)).decode()
+        response["patch"] = base64.b64encode(patch).decode()
     fitted = fit_warnings(warnings)
     if fitted:
         response["warnings"] = fitted

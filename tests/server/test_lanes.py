@@ -13,7 +13,8 @@ import pytest
 from tests.hardening.scenarios import SNI, admission_request, encode, post, review
 from tests.server.harness import ALICE, NAMESPACE, Cluster
 from tests.server.test_e2e import vcjob
-from webhook import names
+from webhook import engine, names
+from webhook.rules import size
 from webhook.shell import lanes
 
 Obj = dict[str, Any]
@@ -155,3 +156,32 @@ async def test_a_job_of_thousands_of_containers_is_refused_with_its_least_size(
     else:  # left unprepared: /validate refuses it
         assert response["allowed"] is True
     assert (NAMESPACE, "wide") not in cluster.appwrappers()
+
+
+async def test_a_completion_that_would_not_fit_is_refused_rather_than_answered_with_its_patch(
+    cluster: Cluster,
+) -> None:
+    # Under the size where the engine counts first, yet the env makes it too large: weighed
+    # whole once built.
+    job = vcjob("n" * 40)
+    for task in job["spec"]["tasks"]:
+        task["name"] = task["name"] + "-" + "t" * 20
+        task["template"]["spec"]["containers"] = [
+            {"name": f"c{i}", "image": "x"} for i in range(1_050)
+        ]
+    job["metadata"].pop("namespace")
+    aw = {"apiVersion": names.APPWRAPPER_API_VERSION, "kind": "AppWrapper",
+          "metadata": {"name": "wide", "namespace": NAMESPACE,
+                       "labels": {names.QUEUE_LABEL: "team-queue"}},
+          "spec": {"components": [{"template": job}]}}  # fmt: skip
+    body = encode(review(admission_request(aw, user=ALICE)))
+    assert size.json_size(aw) < engine.WEIGH_FIRST_BYTES
+    async with aiohttp.ClientSession() as session:
+        answer = await post(session, cluster.running.port, names.MUTATE_PATH, body,
+                            cluster.pki.client_context())  # fmt: skip
+
+    response = answer.body["response"]
+    assert response["allowed"] is False and "patch" not in response
+    message = response["status"]["message"]
+    assert "the AppWrapper with the env, DNS and gates autowrap adds" in message
+    assert "1,572,864 (1.5 MiB)" in message
