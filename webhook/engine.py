@@ -386,7 +386,10 @@ def too_large_to_build(
     size = size_rules.json_size(obj)
     if size < WEIGH_FIRST_BYTES:
         return None
-    added = sum(env_growth(workload_obj, adapter, policy) for workload_obj, adapter in workloads)
+    plans = [pair for w, adapter in workloads for pair in env_plans(w, adapter, policy)]
+    if size + sum(env_plumbing.most_growth(t, plan) for t, plan in plans) <= size_rules.ETCD_LIMIT:
+        return None  # fits even if every container gained every entry: no need to count
+    added = sum(env_plumbing.growth(t, plan) for t, plan in plans)
     return size_rules.over_limit(size + added, submitted=size, what=what)
 
 
@@ -402,17 +405,19 @@ def _component_workloads(
     return found
 
 
-def env_growth(obj: Mapping[str, Any], adapter: KindAdapter, policy: PolicySpec) -> int:
-    """Bytes of JSON the env plumbing would add to ``obj``'s containers (``env_plumbing.growth``)."""
+def env_plans(
+    obj: Mapping[str, Any], adapter: KindAdapter, policy: PolicySpec
+) -> list[tuple[Mapping[str, Any], env_plumbing.GroupPlan]]:
+    """Each pod template of ``obj`` with the env plan its containers get."""
     prepared = _prepare(dict(obj), adapter, policy)
     if prepared.plan is None:
-        return 0
-    added = 0
+        return []
+    found: list[tuple[Mapping[str, Any], env_plumbing.GroupPlan]] = []
     for group_plan in prepared.plan.groups:
         template = objects.get(obj, group_plan.group.template_path)
         if isinstance(template, Mapping):
-            added += env_plumbing.growth(template, group_plan)
-    return added
+            found.append((template, group_plan))
+    return found
 
 
 def wrap(

@@ -6,6 +6,7 @@ import pytest
 
 from tests.builders import appwrapper, context, policy, spec_of, volcano_job
 from webhook import engine, kinds
+from webhook.plumbing import env as env_plumbing
 from webhook.rules import size
 
 POLICY = policy().queues(default="q")
@@ -85,6 +86,8 @@ def test_the_counted_growth_never_exceeds_what_plumbing_adds(count: int):
     adapter = kinds.find(job["apiVersion"], job["kind"])
     assert adapter is not None
     spec = spec_of(POLICY)
-    counted = engine.env_growth(job, adapter, spec)
+    counted = sum(env_plumbing.growth(t, p) for t, p in engine.env_plans(job, adapter, spec))
+    most = sum(env_plumbing.most_growth(t, p) for t, p in engine.env_plans(job, adapter, spec))
     built = engine.plumb(job, adapter, spec).result
     assert 0 < counted <= size.json_size(built) - size.json_size(job)
+    assert counted <= most

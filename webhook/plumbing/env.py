@@ -295,22 +295,28 @@ def apply(template: Mapping[str, Any], group_plan: GroupPlan) -> Obj:
     return result
 
 
+def _containers(template: Mapping[str, Any]) -> list[dict[str, Any]]:
+    spec = as_map(template.get("spec"))
+    return [c for name in CONTAINER_LISTS for c in as_list(spec.get(name)) if isinstance(c, dict)]
+
+
+def most_growth(template: Mapping[str, Any], group_plan: GroupPlan) -> int:
+    """What ``growth`` can come to at most: every entry added to every container. Counting the
+    containers is all it takes, so a caller learns cheaply when the exact count cannot matter."""
+    entries = sum(len(orjson.dumps(e)) + 1 for e in group_plan.env)
+    return entries * len(_containers(template))
+
+
 def growth(template: Mapping[str, Any], group_plan: GroupPlan) -> int:
     """The bytes of JSON ``apply`` adds to the template's containers, counted without applying
     it: a container of thousands weighs a few dozen bytes and gains hundreds, so this is how an
     object too large to store is told before it is built."""
     entries = [(e["name"], len(orjson.dumps(e)) + 1) for e in group_plan.env]
     added = 0
-    spec = as_map(template.get("spec"))
-    for list_name in CONTAINER_LISTS:
-        for container in as_list(spec.get(list_name)):
-            if not isinstance(container, dict):
-                continue
-            env = container.get("env")
-            have = (
-                {e.get("name") for e in env if isinstance(e, dict)} if isinstance(env, list) else ()
-            )
-            added += sum(size for name, size in entries if name not in have)
+    for container in _containers(template):
+        env = container.get("env")
+        have = {e.get("name") for e in env if isinstance(e, dict)} if isinstance(env, list) else ()
+        added += sum(size for name, size in entries if name not in have)
     return added
 
 
