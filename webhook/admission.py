@@ -159,6 +159,8 @@ async def review_body(
     start = arrived if arrived is not None else deps.clock()
     budget = _Budget(start + usable_budget(timeout), deps.clock)
     try:
+        if await _own_component_dry_run(request, obj, deps, budget):
+            return _allowed(request.uid, record, "own-dry-run")
         if webhook == "mutate":
             response = await _mutate(request, obj, deps, budget, record, len(body))
         else:
@@ -167,6 +169,25 @@ async def review_body(
         record.api_errors.append(f"{exc.call}: {exc.status or 'no answer'}")
         response = _api_failure(request.uid, exc, record)
     return response
+
+
+async def _own_component_dry_run(
+    request: review.AdmissionRequest, obj: Mapping[str, Any], deps: Deps, budget: _Budget
+) -> bool:
+    """Whether this is autowrap's own dry run of what an AppWrapper will create (the component
+    carries the AppWrapper label, as the AppWrapper controller writes it). It stands for the
+    AppWrapper controller's create, which autowrap's entries never receive (their
+    matchConditions exempt that controller's ServiceAccount), so it is answered the same way:
+    not judged, not prepared. Judged, a ``wrap: Always`` namespace would refuse its own
+    components and wrap nothing."""
+    if (
+        not request.dry_run
+        or deps.cluster is None
+        or names.APPWRAPPER_LABEL not in objects.labels_of(obj)
+    ):
+        return False
+    me = await deps.cluster.own_identity(timeout=budget.left())
+    return request.user_info.username == me.username
 
 
 # --- /mutate -----------------------------------------------------------------------------------

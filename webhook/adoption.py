@@ -224,8 +224,8 @@ def unadopted(obj: Mapping[str, Any]) -> Obj:
         template_meta = template.get("metadata")
         if isinstance(template_meta, dict):
             _drop(template_meta, "annotations", (PODSET_ANNOTATION,))
-            if group.template_path.parts:
-                _drop(template_meta, "labels", (names.APPWRAPPER_LABEL,))
+            # The AppWrapper controller writes it again on every component it creates.
+            _drop(template_meta, "labels", (names.APPWRAPPER_LABEL,))
         spec = template.get("spec")
         if isinstance(spec, dict):
             _ungate(spec)

@@ -149,6 +149,17 @@ class Cluster:
         ]
 
 
+def _policies(tmp_path: Path, extra: str, mode: str) -> Path:
+    source = tmp_path / "policies-source"
+    source.mkdir()
+    for path in sorted((REPO / "policies").iterdir()):
+        if path.suffix in (".yaml", ".yml"):
+            shutil.copy(path, source / path.name)
+    if extra:
+        (source / "zz-extra.yaml").write_text(extra)
+    return in_mode(source, tmp_path / "policies", mode)
+
+
 @contextlib.asynccontextmanager
 async def running_cluster(
     pki: ServingPki,
@@ -159,16 +170,20 @@ async def running_cluster(
     kueue: Mapping[str, Any] | None = None,
     pods: bool = True,
     upstream: bool = True,
+    extra_policies: str = "",
+    namespace_labels: Mapping[str, str] | None = None,
+    mode: str = "Adopt",
 ) -> AsyncIterator[Cluster]:
     """``pods=False`` switches Volcano and the kubelet off, ``upstream=False`` every simulator
-    (for tests about adoption alone)."""
+    (for tests about adoption alone); ``extra_policies`` is a policy file added to the shipped
+    ones, ``namespace_labels`` label the user's namespace, ``mode`` is every policy's mode."""
     configurations = webhook_configurations()
     emulator = ApiserverEmulator("127.0.0.1", 0, configurations,
                                  match_conditions=cel_predicates(configurations),
                                  ca_bundle=pki.ca_bundle)  # fmt: skip
     api = FakeCluster(emulator=emulator)
     await api.start()
-    api.add_namespace(NAMESPACE)
+    api.add_namespace(NAMESPACE, labels=dict(namespace_labels or {}))
     api.add_namespace(names.SERVICE_NAMESPACE)
     api.store.create(LOCALQUEUES, {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
                                    "metadata": {"name": QUEUE, "namespace": NAMESPACE},
@@ -179,7 +194,7 @@ async def running_cluster(
         shutil.copy(source, cert_dir / source.name)
     options = server.Options(
         host="127.0.0.1", port=0, metrics_port=0, cert_dir=cert_dir,
-        policy_path=in_mode(REPO / "policies", tmp_path / "policies", "Adopt"),
+        policy_path=_policies(tmp_path, extra_policies, mode),
         kubeconfig=str(api.write_kubeconfig(tmp_path / "kubeconfig")),
         reload_interval=60.0, drain_timeout=5.0, controller=controller,
         controller_namespace=names.SERVICE_NAMESPACE, controller_identity="autowrap-0",
