@@ -371,10 +371,12 @@ def may_readopt(appwrapper: Mapping[str, Any], wanted: Mapping[str, Any]) -> boo
 
 @dataclass(frozen=True)
 class Release:
-    """A gated pod made ready to schedule, or why it stays gated."""
+    """A gated pod made ready to schedule (``pod``, and ``patch``: the JSON patch that makes
+    it so on the stored pod), or why it stays gated."""
 
     pod: Obj | None
     problem: str = ""
+    patch: tuple[dict[str, Any], ...] = ()
 
 
 def is_gated(pod: Mapping[str, Any]) -> bool:
@@ -384,46 +386,76 @@ def is_gated(pod: Mapping[str, Any]) -> bool:
     )
 
 
+def podset_index(pod: Mapping[str, Any]) -> int | None:
+    """The podSet a pod belongs to, from the annotation admission wrote on its template."""
+    index = objects.annotations_of(pod).get(PODSET_ANNOTATION, "0")
+    return int(index) if index.isdigit() else None
+
+
 def podset_info(appwrapper: Mapping[str, Any], pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """Kueue's placement for the pod's podSet, or None when the pod names no written podSet."""
-    index = objects.annotations_of(pod).get(PODSET_ANNOTATION, "0")
-    if not index.isdigit():
+    position = podset_index(pod)
+    if position is None:
         return None
     components = as_list(as_map(appwrapper.get("spec")).get("components"))
     infos = as_list(as_map(components[0]).get("podSetInfos")) if components else []
-    position = int(index)
     return as_map(infos[position]) if position < len(infos) else None
 
 
 def release(pod: Mapping[str, Any], info: Mapping[str, Any]) -> Release:
-    """The pod with Kueue's placement applied and autowrap's gate removed, in one update.
+    """The pod with Kueue's placement applied and autowrap's gate removed, in one write.
 
     A gated pod accepts new labels, annotations, nodeSelector keys and tolerations and the
     removal of gates (KEP-3838, ValidatePodUpdate; adopt-mode.md K2); it does not accept a
     changed nodeSelector value or a new gate (K1). Those conflicts are the ones the AppWrapper
     controller itself treats as fatal (resource_management.go:258-263), so the pod stays gated
     and the problem is reported.
+
+    The write is a JSON patch that only adds and removes what release changes, guarded by the
+    pod's resourceVersion and by the gate's position: nothing else of the pod is sent, so the
+    write cannot carry a stale copy of any other field (autowrap holds no ``update`` on pods).
     """
     result = objects.deep_copy(dict(pod))
     metadata = objects.own_map(result, "metadata")
     spec = objects.own_map(result, "spec")
     problems: list[str] = []
-    for field, target in (("labels", metadata), ("annotations", metadata), ("nodeSelector", spec)):
+    patch: list[dict[str, Any]] = [
+        {
+            "op": "test",
+            "path": "/metadata/resourceVersion",
+            "value": metadata.get("resourceVersion"),
+        }
+    ]
+    for field, target, base in (
+        ("labels", metadata, "/metadata"),
+        ("annotations", metadata, "/metadata"),
+        ("nodeSelector", spec, "/spec"),
+    ):
         wanted = objects.as_str_map(info.get(field))
         if not wanted:
             continue
+        had = isinstance(target.get(field), dict)
         current = objects.own_map(target, field)
+        added = {}
         for k, v in wanted.items():
             if k in current and current[k] != v:
                 problems.append(f"{field} {k!r} is {current[k]!r} on the pod, Kueue assigns {v!r}")
-            else:
-                current[k] = v
+            elif k not in current:
+                current[k] = added[k] = v
+        if not had:
+            patch.append({"op": "add", "path": f"{base}/{field}", "value": added})
+        else:
+            patch += [{"op": "add", "path": f"{base}/{field}/{_pointer(k)}", "value": v}
+                      for k, v in added.items()]  # fmt: skip
     tolerations = list(as_list(spec.get("tolerations")))
-    for toleration in as_list(info.get("tolerations")):
-        if toleration not in tolerations:
-            tolerations.append(toleration)
-    if tolerations:
-        spec["tolerations"] = tolerations
+    new_tolerations = [t for t in as_list(info.get("tolerations")) if t not in tolerations]
+    if new_tolerations:
+        if isinstance(spec.get("tolerations"), list):
+            patch += [{"op": "add", "path": "/spec/tolerations/-", "value": t}
+                      for t in new_tolerations]  # fmt: skip
+        else:
+            patch.append({"op": "add", "path": "/spec/tolerations", "value": new_tolerations})
+        spec["tolerations"] = tolerations + new_tolerations
     for gate in as_list(info.get("schedulingGates")):
         name = as_map(gate).get("name")
         problems.append(
@@ -432,8 +464,154 @@ def release(pod: Mapping[str, Any], info: Mapping[str, Any]) -> Release:
         )
     if problems:
         return Release(None, "; ".join(problems))
+    for position, gate in enumerate(as_list(spec.get("schedulingGates"))):
+        if as_map(gate).get("name") == names.ADMISSION_GATE:
+            path = f"/spec/schedulingGates/{position}"
+            patch += [{"op": "test", "path": path, "value": gate}, {"op": "remove", "path": path}]
+            break
     _ungate(spec)
-    return Release(result)
+    return Release(result, patch=tuple(patch))
+
+
+def _pointer(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def belongs(pod: Mapping[str, Any], appwrapper: Mapping[str, Any]) -> bool:
+    """Whether the pod is the object this AppWrapper was created for (a bare Pod) or is
+    controlled by it (a Volcano Job's pod): by uid, never by the AppWrapper label alone, which
+    any pod of any object can carry."""
+    origin = objects.annotations_of(appwrapper).get(names.ORIGIN_UID_ANNOTATION)
+    if not origin:
+        return False
+    metadata = as_map(pod.get("metadata"))
+    if metadata.get("uid") == origin:
+        return True
+    owner = controller_of(pod)
+    return owner is not None and owner.get("uid") == origin
+
+
+@dataclass(frozen=True)
+class Admission:
+    """Kueue's admission of an AppWrapper, as its Workload's status says: written by Kueue's
+    scheduler, never by the user (``status`` is a subresource; the AppWrapper's own
+    ``suspend`` and ``podSetInfos`` are fields anyone who may edit it can write). ``counts``
+    is the number of pods admitted per podSet, in the AppWrapper's podSet order."""
+
+    counts: tuple[int, ...]
+
+
+def admission(
+    appwrapper: Mapping[str, Any], workloads: Sequence[Mapping[str, Any]]
+) -> Admission | None:
+    """The admission of the Workload Kueue made for this AppWrapper (its controller reference
+    names the AppWrapper's uid), or None while it is not admitted (or evicted, or finished)."""
+    uid = as_map(appwrapper.get("metadata")).get("uid")
+    for workload in workloads:
+        owner = controller_of(workload)
+        if not uid or owner is None or owner.get("uid") != uid:
+            continue
+        if (
+            not _condition(workload, "Admitted")
+            or _condition(workload, "Evicted")
+            or _condition(workload, "Finished")
+        ):
+            continue
+        declared = as_list(as_map(workload.get("spec")).get("podSets"))
+        assigned = as_list(
+            as_map(as_map(workload.get("status")).get("admission")).get("podSetAssignments")
+        )
+        counts = []
+        for position, podset in enumerate(declared):
+            count = as_map(assigned[position]).get("count") if position < len(assigned) else None
+            if not isinstance(count, int):
+                count = as_map(podset).get("count")
+            counts.append(count if isinstance(count, int) and count >= 0 else 0)
+        return Admission(tuple(counts))
+    return None
+
+
+def _condition(obj: Mapping[str, Any], kind: str) -> bool:
+    return any(
+        as_map(c).get("type") == kind and as_map(c).get("status") == "True"
+        for c in as_list(as_map(obj.get("status")).get("conditions"))
+    )
+
+
+def podset_replicas(appwrapper: Mapping[str, Any]) -> tuple[int, ...]:
+    """Pods per podSet of the AppWrapper's first component: its declared podSets, or the one
+    pod of a Pod component, whose podSet the AppWrapper controller infers (utils.go:306-317)."""
+    components = as_list(as_map(appwrapper.get("spec")).get("components"))
+    first = as_map(components[0]) if components else {}
+    podsets = as_list(first.get("podSets"))
+    if not podsets and as_map(first.get("template")).get("kind") == "Pod":
+        return (1,)
+    found = []
+    for podset in podsets:
+        replicas = as_map(podset).get("replicas", 1)
+        found.append(replicas if isinstance(replicas, int) and replicas >= 0 else 0)
+    return tuple(found)
+
+
+@dataclass(frozen=True)
+class ReleasePlan:
+    """Which gated pods of an admitted AppWrapper to release now, and what holds the rest."""
+
+    released: tuple[tuple[Mapping[str, Any], Release], ...] = ()
+    problems: tuple[tuple[Mapping[str, Any], str], ...] = ()
+    waiting: bool = False  # Kueue has not written a podSet's placement yet
+    held: tuple[str, ...] = ()  # why pods beyond the admitted count stay gated
+
+
+def release_plan(
+    appwrapper: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], admitted: Admission
+) -> ReleasePlan:
+    """At most as many pods run per podSet as Kueue admitted (and the AppWrapper declares),
+    counting those already released; only pods of the object the AppWrapper stands for."""
+    declared = podset_replicas(appwrapper)
+    active: dict[int, int] = {}
+    gated: dict[int, list[Mapping[str, Any]]] = {}
+    problems: list[tuple[Mapping[str, Any], str]] = []
+    for pod in pods:
+        if not belongs(pod, appwrapper) or is_terminating(pod):
+            continue
+        index = podset_index(pod)
+        if index is None:
+            if is_gated(pod):
+                problems.append((pod, f"its annotation {PODSET_ANNOTATION} names no podSet"))
+            continue
+        if is_gated(pod):
+            gated.setdefault(index, []).append(pod)
+        elif as_map(pod.get("status")).get("phase") not in ("Succeeded", "Failed"):
+            active[index] = active.get(index, 0) + 1
+    released: list[tuple[Mapping[str, Any], Release]] = []
+    held: list[str] = []
+    waiting = False
+    for index in sorted(gated):
+        allowed = min(
+            declared[index] if index < len(declared) else 0,
+            admitted.counts[index] if index < len(admitted.counts) else 0,
+        )
+        room = allowed - active.get(index, 0)
+        group = sorted(gated[index], key=objects.name_of)
+        if len(group) > room:
+            held.append(
+                f"{len(group) - max(room, 0)} pod(s) of podSet {index} stay gated: Kueue admitted "
+                f"{allowed} for it and {active.get(index, 0)} already run; a podSet's replicas "
+                "cannot grow after its AppWrapper was created (delete the object and create it "
+                "again with the new size)"
+            )
+        for pod in group[: max(room, 0)]:
+            info = podset_info(appwrapper, pod)
+            if info is None:
+                waiting = True
+                continue
+            outcome = release(pod, info)
+            if outcome.pod is None:
+                problems.append((pod, outcome.problem))
+            else:
+                released.append((pod, outcome))
+    return ReleasePlan(tuple(released), tuple(problems), waiting, tuple(held))
 
 
 def is_admitted(appwrapper: Mapping[str, Any]) -> bool:

@@ -60,6 +60,9 @@ NODE_RANK_ANNOTATION: Final = "autowrap.io/node-rank"
 QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL: Final = "kueue.x-k8s.io/priority-class"
 KUEUE_MANAGED_LABEL: Final = "kueue.x-k8s.io/managed"
+# On every Workload Kueue makes: the uid of the job it stands for (pkg/controller/constants,
+# JobUIDLabel), so the Workload of an AppWrapper is found with a label selector.
+KUEUE_JOB_UID_LABEL: Final = "kueue.x-k8s.io/job-uid"
 KUEUE_FINALIZER: Final = "kueue.x-k8s.io/managed"
 KUEUE_GATES: Final = ("kueue.x-k8s.io/admission", "kueue.x-k8s.io/topology")
 KUEUE_POD_ANNOTATIONS: Final = ("kueue.x-k8s.io/role-hash",)

@@ -17,7 +17,14 @@ from typing import Any, TypeVar
 
 from tests.builders import context, policy_set
 from tests.support.cluster.cluster import FakeCluster
-from tests.support.cluster.resources import APPWRAPPERS, EVENTS, LOCALQUEUES, PODS, VCJOBS
+from tests.support.cluster.resources import (
+    APPWRAPPERS,
+    EVENTS,
+    LOCALQUEUES,
+    PODS,
+    VCJOBS,
+    WORKLOADS,
+)
 from webhook import adoption, engine, names
 from webhook.controller import Controller, Settings
 from webhook.shell.kube import KubeClient
@@ -133,10 +140,39 @@ class Adopting:
              "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]}
             for i in range(count)
         ]  # fmt: skip
+        self.admit_workload(name)
         components = copy.deepcopy(aw["spec"]["components"])
         components[0]["podSetInfos"] = infos
         return self.api.store.patch(APPWRAPPERS, NAMESPACE, name,
                                     {"spec": {"suspend": False, "components": components}}, MERGE)  # fmt: skip
+
+    def admit_workload(self, name: str = "train") -> Obj:
+        """What Kueue's scheduler writes first: the AppWrapper's Workload (owned by it, labelled
+        with its uid: constants.JobUIDLabel) with quota reserved and ``Admitted``."""
+        aw = self.appwrapper(name)
+        assert aw is not None
+        podsets = aw["spec"]["components"][0].get("podSets") or [{}]
+        counts = [int(ps.get("replicas", 1)) for ps in podsets]
+        uid = aw["metadata"]["uid"]
+        workload = {
+            "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload",
+            "metadata": {"name": f"appwrapper-{name}-{uid[:5]}", "namespace": NAMESPACE,
+                         "labels": {names.KUEUE_JOB_UID_LABEL: uid},
+                         "ownerReferences": [{"apiVersion": names.APPWRAPPER_API_VERSION,
+                                              "kind": "AppWrapper", "name": name, "uid": uid,
+                                              "controller": True}]},
+            "spec": {"queueName": QUEUE, "podSets": [{"name": f"{name}-{i}", "count": c}
+                                                     for i, c in enumerate(counts)]},
+        }  # fmt: skip
+        stored = self.api.store.create(WORKLOADS, workload)
+        stored["status"] = {
+            "admission": {"clusterQueue": "cq", "podSetAssignments": [
+                {"name": f"{name}-{i}", "count": c} for i, c in enumerate(counts)]},
+            "conditions": [{"type": t, "status": "True", "reason": t, "message": "",
+                            "lastTransitionTime": "2026-01-01T00:00:00Z"}
+                           for t in ("QuotaReserved", "Admitted")],
+        }  # fmt: skip
+        return self.api.store.update(WORKLOADS, stored, subresource="status")
 
     def volcano_pods(self, job: Obj) -> list[Obj]:
         """The pods Volcano creates from the stored task templates (gates included)."""

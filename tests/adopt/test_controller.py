@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
-from tests.adopt.harness import NAMESPACE, QUEUE, adopting, eventually, vcjob
+from tests.adopt.harness import NAMESPACE, QUEUE, adopting, eventually, prepared, vcjob
 from tests.support.apiserver import UserInfo
-from tests.support.cluster.resources import APPWRAPPERS, LEASES, VCJOBS
+from tests.support.cluster.patches import MERGE_PATCH as MERGE
+from tests.support.cluster.resources import APPWRAPPERS, LEASES, PODS, VCJOBS
 from webhook import names
 
 BOB = UserInfo(username="bob", uid="bob-uid", groups=("system:authenticated",))
@@ -77,10 +79,84 @@ async def test_admission_releases_every_gated_pod_with_kueues_placement(tmp_path
         assert all(p["spec"]["nodeSelector"] == {"pool": "a100"} for p in now)
         assert all(p["spec"]["tolerations"][-1]["key"] == "gpu" for p in now)
 
-        # A pod created later (a restart) is released the same way.
-        late = cluster.volcano_pod(job, "worker", 2)
+        # A pod created again later (Volcano restarts a failed pod) is released the same way.
+        cluster.api.store.delete(PODS, NAMESPACE, "train-worker-1")
+        late = cluster.volcano_pod(job, "worker", 1)
         assert late["spec"]["schedulingGates"]
         await eventually(released, what="late pod released")
+
+
+async def test_pods_beyond_the_admitted_count_stay_gated_and_say_why(tmp_path: Path) -> None:
+    async with adopting(tmp_path) as cluster:
+        cluster.store_job(vcjob(workers=1))
+        await cluster.start_controller()
+        job = await eventually(lambda: _adopted(cluster.job()) and cluster.job())
+        cluster.volcano_pods(job)
+        cluster.admit()
+        await eventually(lambda: all(not p["spec"].get("schedulingGates")
+                                     for p in cluster.pods()), what="released")  # fmt: skip
+
+        # The task is scaled up after admission: Volcano creates more gated pods.
+        extra = [cluster.volcano_pod(job, "worker", i) for i in (1, 2)]
+        await eventually(lambda: cluster.events("ReleaseHeld"), what="ReleaseHeld event")
+
+        for pod in extra:
+            stored = cluster.api.store.get(PODS, NAMESPACE, pod["metadata"]["name"])
+            assert {"name": names.ADMISSION_GATE} in stored["spec"]["schedulingGates"]
+        assert "Kueue admitted 1" in cluster.events("ReleaseHeld")[0]["message"]
+
+
+async def test_a_forged_admission_on_the_appwrapper_releases_nothing(tmp_path: Path) -> None:
+    async with adopting(tmp_path) as cluster:
+        cluster.store_job(vcjob(workers=1))
+        await cluster.start_controller()
+        job = await eventually(lambda: _adopted(cluster.job()) and cluster.job())
+        cluster.volcano_pods(job)
+
+        # An AppWrapper editor writes what Kueue would: suspend false and a placement of hers;
+        # Kueue's Workload never admitted it.
+        aw = cluster.appwrapper()
+        components = aw["spec"]["components"]
+        components[0]["podSetInfos"] = [{"nodeSelector": {"pool": "mine"}}] * 2
+        cluster.api.store.patch(APPWRAPPERS, NAMESPACE, "train",
+                                {"spec": {"suspend": False, "components": components}}, MERGE)  # fmt: skip
+        await asyncio.sleep(1.0)
+        await eventually(lambda: cluster.controllers[0].idle(), what="idle")
+
+        assert all(p["spec"].get("schedulingGates") for p in cluster.pods())
+
+
+async def test_a_pod_and_a_job_of_the_same_name_never_share_an_appwrapper(tmp_path: Path) -> None:
+    async with adopting(tmp_path) as cluster:
+        # A small Pod is adopted and admitted first ...
+        cluster.api.store.create(PODS, prepared(_tiny_pod("train")))
+        await cluster.start_controller()
+        await eventually(lambda: _adopted(cluster.api.store.get(PODS, NAMESPACE, "train")),
+                         what="pod adopted")  # fmt: skip
+        cluster.admit()
+        await eventually(lambda: not cluster.api.store.get(PODS, NAMESPACE, "train")["spec"]
+                         .get("schedulingGates"), what="pod released")  # fmt: skip
+
+        # ... then a big Job of the same name: its pods must not run under the Pod's admission.
+        job = cluster.store_job(vcjob(workers=3))
+        job_pods = cluster.volcano_pods(job)
+        await eventually(lambda: "earlier object" in (cluster.job() or {}).get("metadata", {})
+                         .get("annotations", {}).get(names.STATUS_ANNOTATION, ""),
+                         what="the Job says why it waits")  # fmt: skip
+        await eventually(lambda: cluster.controllers[0].idle(), what="idle")
+
+        for pod in job_pods:
+            stored = cluster.api.store.get(PODS, NAMESPACE, pod["metadata"]["name"])
+            assert {"name": names.ADMISSION_GATE} in stored["spec"]["schedulingGates"]
+        assert len(cluster.api.store.list(APPWRAPPERS, NAMESPACE)) == 1
+
+
+def _tiny_pod(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": NAMESPACE,
+                         "labels": {names.WRAP_LABEL: "true", names.QUEUE_LABEL: QUEUE}},
+            "spec": {"restartPolicy": "Never", "containers": [
+                {"name": "main", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}  # fmt: skip
 
 
 async def test_a_placement_that_cannot_apply_leaves_the_pod_gated_with_an_event(

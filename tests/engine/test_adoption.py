@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import jsonpatch
 import pytest
 
 from tests.builders import context, pod, policy, spec_of, volcano_job
@@ -277,6 +278,7 @@ def _gated_pod(**spec: Any) -> dict[str, Any]:
         "kind": "Pod",
         "metadata": {
             "name": "train-worker-0",
+            "resourceVersion": "7",
             "labels": {"app": "x"},
             "annotations": {adoption.PODSET_ANNOTATION: "1"},
         },  # fmt: skip
@@ -302,6 +304,23 @@ def test_release_applies_kueues_placement_and_removes_only_autowraps_gate() -> N
     assert pod_["spec"]["nodeSelector"] == {"cloud.example/pool": "a100"}
     assert pod_["spec"]["tolerations"] == INFO["tolerations"]
     assert pod_["spec"]["schedulingGates"] == [{"name": "other.io/gate"}]
+    # The write is a JSON patch that makes exactly that pod of the stored one.
+    assert jsonpatch.apply_patch(_gated_pod(), list(released.patch)) == pod_
+
+
+def test_the_release_patch_is_guarded_by_resource_version_and_the_gates_position() -> None:
+    pod_ = _gated_pod()
+    released = adoption.release(pod_, INFO)
+
+    assert released.patch[0] == {"op": "test", "path": "/metadata/resourceVersion", "value": "7"}
+    moved = copy.deepcopy(pod_)
+    moved["spec"]["schedulingGates"].reverse()
+    with pytest.raises(jsonpatch.JsonPatchTestFailed):
+        jsonpatch.apply_patch(moved, list(released.patch))
+    changed = copy.deepcopy(pod_)
+    changed["metadata"]["resourceVersion"] = "8"
+    with pytest.raises(jsonpatch.JsonPatchTestFailed):
+        jsonpatch.apply_patch(changed, list(released.patch))
 
 
 def test_a_conflicting_node_selector_leaves_the_pod_gated_and_says_why() -> None:

@@ -21,6 +21,7 @@ from webhook.policy import PolicySet
 from webhook.shell.kube import (
     APPWRAPPERS,
     JSON_PATCH,
+    KUEUE_GROUP,
     AlreadyExists,
     ApiFailure,
     Conflict,
@@ -271,40 +272,68 @@ class Reconciler:
 
     async def _release(self, appwrapper: Obj, owners: Sequence[Obj], key: Key) -> bool:
         """Release the gated pods of an admitted AppWrapper; True when some must wait (Kueue
-        has not written their podSet's placement yet, or an update lost a race)."""
-        if not any(adoption.owns(appwrapper, o) for o in owners) and owners:
+        has not written their podSet's placement yet, or an update lost a race).
+
+        Only pods of the object this AppWrapper stands for are released, never more per podSet
+        than Kueue admitted, and only once Kueue's Workload (not the AppWrapper's own spec,
+        which its editors can write) says it is admitted: read live, since a release cannot be
+        taken back."""
+        owned = [o for o in owners if adoption.owns(appwrapper, o)]
+        if not owned:
             return False
-        waiting = False
-        for pod in self._pods_of(key):
-            if not adoption.is_gated(pod) or adoption.is_terminating(pod):
-                continue
-            info = adoption.podset_info(appwrapper, pod)
-            if info is None:
-                waiting = True
-                continue
-            released = adoption.release(pod, info)
-            if released.pod is None:
-                await self._report_release_problem(owners, pod, released.problem)
-                continue
+        pods = self._pods_of(key)
+        if not any(adoption.is_gated(p) and adoption.belongs(p, appwrapper) for p in pods):
+            return False
+        admitted = await self._admission(appwrapper)
+        if admitted is None:
+            return True  # Kueue has not admitted (yet): its Workload update wakes the key
+        plan = adoption.release_plan(appwrapper, pods, admitted)
+        waiting = plan.waiting
+        for pod, released in plan.released:
             namespace, name = _namespace_name(pod)
             try:
-                await self._api.replace(_PODS, released.pod, timeout=API_TIMEOUT)
+                await self._api.patch(_PODS, namespace, name, list(released.patch),
+                                      timeout=API_TIMEOUT, content_type=JSON_PATCH)  # fmt: skip
             except Conflict:
                 waiting = True  # the pod changed since the cache saw it: the watch brings it back
                 continue
             except ApiFailure as exc:
                 if exc.status == 404:
                     continue
+                if exc.status == 422 and "test" in exc.message.lower():
+                    waiting = True  # a JSON patch test failed: the pod changed, look again
+                    continue
                 raise
             self.counters.released += 1
+        for pod, problem in plan.problems:
+            await self._report_release_problem(owned, pod, problem)
+        for why in plan.held:
+            for owner in owned:
+                await self._recorder.emit(owner, "ReleaseHeld", why, warning=True)
         return waiting
 
-    async def _report_release_problem(self, owners: Sequence[Obj], pod: Obj, problem: str) -> None:
+    async def _admission(self, appwrapper: Obj) -> adoption.Admission | None:
+        """Kueue's admission of the AppWrapper from its Workload, read live (Kueue labels each
+        Workload with the uid of the job it stands for: constants.JobUIDLabel)."""
+        namespace, _ = _namespace_name(appwrapper)
+        uid = str((appwrapper.get("metadata") or {}).get("uid") or "")
+        version = await self._api.kueue_version(timeout=API_TIMEOUT)
+        if not uid or version is None:
+            return None
+        kind = Kind(KUEUE_GROUP, version, "workloads", "Workload")
+        listed = await self._api.list(
+            kind, namespace, timeout=API_TIMEOUT, labels=f"{names.KUEUE_JOB_UID_LABEL}={uid}"
+        )
+        return adoption.admission(appwrapper, listed.get("items") or [])
+
+    async def _report_release_problem(
+        self, owners: Sequence[Obj], pod: Mapping[str, Any], problem: str
+    ) -> None:
         self.counters.fail("release")
         message = f"pod {objects.name_of(pod)} stays gated: {problem}"
         for owner in owners:
             await self._recorder.emit(owner, "ReleaseFailed", message, warning=True)
-        await self._recorder.emit(pod, "ReleaseFailed", message, warning=True)
+        await self._recorder.emit(dict(pod), "ReleaseFailed", message, warning=True)
 
     # --- 3. delete -----------------------------------------------------------------------------
 
