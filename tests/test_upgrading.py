@@ -32,6 +32,6 @@ def test_every_autowrap_name_has_a_stability_promise() -> None:
 
 def test_the_readme_points_to_the_upgrade_notes_and_the_changelog() -> None:
     readme = (REPO / "README.md").read_text()
-    upgrade = readme[readme.index("### Upgrade") :]
-    upgrade = upgrade[: upgrade.index("\n### ", 1)]
-    assert "docs/upgrading.md" in upgrade and "CHANGELOG.md" in upgrade
+    install = readme[readme.index("## Install") :]
+    install = install[: install.index("\n## ", 1)]
+    assert "docs/upgrading.md" in install and "CHANGELOG.md" in install
