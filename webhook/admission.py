@@ -361,11 +361,45 @@ async def _check_adoptable(
             "MutatingWebhookConfiguration autowrap-mutating is installed and matches this "
             "object, then create it again"], code=500, reason="InternalError",
             warnings=verdict.warnings)  # fmt: skip
+    if deps.cluster is not None:
+        refusal = await _unauthorized(request, deps.cluster, budget)
+        if refusal is not None:
+            return _denied(request.uid, rec, [refusal], code=403, reason="Forbidden",
+                           warnings=verdict.warnings)  # fmt: skip
+        earlier = await deps.cluster.get_appwrapper(
+            request.namespace, rec.appwrapper, timeout=budget.left()
+        )
+        if earlier is not None and adoption.is_terminating(earlier):
+            # Its controller deletes the components it had by name as it goes (A7): this
+            # object, created now, would be deleted with it.
+            return _denied(request.uid, rec, [
+                f"AppWrapper {request.namespace}/{rec.appwrapper} of an earlier object of this "
+                f"name is being deleted, and it deletes what carries its name as it goes; create "
+                f"this {request.kind.kind} again in a few seconds"], code=409, reason="Conflict",
+                warnings=verdict.warnings)  # fmt: skip
     queue = objects.labels_of(appwrapper).get(names.QUEUE_LABEL)
     missing = await _missing_queue(queue, request.namespace, deps, budget)
     if missing:
         return _denied(request.uid, rec, [missing], warnings=verdict.warnings)
     return _allowed(request.uid, rec, "adopting", warnings=verdict.warnings)
+
+
+async def _unauthorized(
+    request: review.AdmissionRequest, cluster: Cluster, budget: _Budget
+) -> str | None:
+    """One rule in both modes: autowrap makes an AppWrapper for a user only if that user may
+    create AppWrappers in the namespace (a SubjectAccessReview as that user); else why not."""
+    who = _identity(request.user_info)
+    ns = request.namespace
+    allowed, why = await cluster.may_create_appwrappers(who, ns, timeout=budget.left())
+    if allowed:
+        return None
+    because = f" ({why})" if why else ""
+    return (
+        f"user {who.username!r} may not create appwrappers (workload.codeflare.dev) in "
+        f"namespace {ns!r}{because}; autowrap creates only what you could create yourself: "
+        "ask for the 'create appwrappers' permission, e.g. the appwrapper-editor role"
+    )
 
 
 async def _check_submitted(
@@ -400,15 +434,10 @@ async def _wrap(
         return _denied(request.uid, rec, [
             "autowrap has no access to the Kubernetes API, so it cannot create the AppWrapper; "
             "apply the output of `autowrap render` instead"], code=503, reason="ServiceUnavailable")  # fmt: skip
-    who = _identity(request.user_info)
-    allowed, why = await cluster.may_create_appwrappers(who, ns, timeout=budget.left())
-    if not allowed:
-        because = f" ({why})" if why else ""
-        return _denied(request.uid, rec, [
-            f"user {who.username!r} may not create appwrappers (workload.codeflare.dev) in "
-            f"namespace {ns!r}{because}; autowrap creates only what you could create yourself: "
-            "ask for the 'create appwrappers' permission, e.g. the appwrapper-editor role"],
-            code=403, reason="Forbidden", warnings=verdict.warnings)  # fmt: skip
+    refusal = await _unauthorized(request, cluster, budget)
+    if refusal is not None:
+        return _denied(request.uid, rec, [refusal], code=403, reason="Forbidden",
+                       warnings=verdict.warnings)  # fmt: skip
     queue = objects.labels_of(appwrapper).get(names.QUEUE_LABEL)
     missing = await _missing_queue(queue, ns, deps, budget)
     if missing:

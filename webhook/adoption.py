@@ -629,17 +629,105 @@ class Deletion(StrEnum):
 
 
 def deletion(appwrapper: Mapping[str, Any] | None, obj: Mapping[str, Any]) -> Deletion:
-    """Who deletes the object, judged from a live read of its AppWrapper (adopt-mode.md §2, 6b):
-    while the AppWrapper is queued, resuming or running, only the user deletes its component;
-    while it is suspending, resetting or finished, the AppWrapper controller does."""
+    """Who deletes the object, judged from live reads of it and of its AppWrapper (adopt-mode.md
+    §2, 6b): while the AppWrapper is queued, resuming or running, only the user deletes its
+    component; while it is suspending, resetting or finished, the AppWrapper controller does.
+    A ``Suspended`` AppWrapper that was admitted before (it carries ``QuotaReserved``, set at
+    Resuming, appwrapper_controller.go:171-210) was preempted: its controller deleted the object
+    on the way (Suspending deletes the components, :376-398), so that delete is its own."""
     if appwrapper is None or is_terminating(appwrapper) or not owns(appwrapper, obj):
         return Deletion.BY_APPWRAPPER
-    if phase_of(appwrapper) in ACTIVE_PHASES and not (
-        phase_of(appwrapper) in ("Resuming", "Running")
-        and as_map(appwrapper.get("spec")).get("suspend") is True
-    ):
+    phase = phase_of(appwrapper)
+    suspended = as_map(appwrapper.get("spec")).get("suspend") is True
+    if phase in ("Resuming", "Running") and suspended:
+        return Deletion.BY_APPWRAPPER
+    if phase in QUEUED_PHASES and was_admitted(appwrapper):
+        return Deletion.BY_APPWRAPPER
+    if phase in ACTIVE_PHASES:
         return Deletion.BY_USER
     return Deletion.BY_APPWRAPPER
+
+
+def was_admitted(appwrapper: Mapping[str, Any]) -> bool:
+    """Whether Kueue ever admitted the AppWrapper: its controller records ``QuotaReserved``
+    (True, then False once suspended again) from the first Resuming on."""
+    return any(
+        as_map(c).get("type") == "QuotaReserved"
+        for c in as_list(as_map(appwrapper.get("status")).get("conditions"))
+    )
+
+
+def stands_for(appwrapper: Mapping[str, Any], obj: Mapping[str, Any]) -> bool:
+    """Whether ``obj`` is the AppWrapper's component: the object it was created for, or one its
+    controller created again from the template (after a preemption or a reset), which names the
+    AppWrapper's uid in its controller reference."""
+    if owns(appwrapper, obj):
+        return True
+    owner = controller_of(obj)
+    uid = as_map(appwrapper.get("metadata")).get("uid")
+    return bool(uid) and owner is not None and owner.get("uid") == uid
+
+
+class Collect(StrEnum):
+    """What becomes of an AppWrapper autowrap made once its component is gone."""
+
+    KEEP = "keep"  # its controller is bringing the component back, or it is finished: history
+    NOW = "now"  # it holds an admission for nothing: remove it at once
+    LATER = "later"  # queued for nothing: remove it once the grace period has passed
+
+
+def collect(appwrapper: Mapping[str, Any]) -> Collect:
+    """Whether an AppWrapper whose component is gone (a live read found no object of its
+    component's name that it stands for) should be removed.
+
+    Queued and never admitted (the object went before it was adopted, or its finalizer was
+    removed by hand): nothing will ever come of it but a resurrection when Kueue admits it, so
+    it goes, after a grace period for a GitOps tool re-creating the object. Running: the object
+    was deleted after it first ran (the finalizer is gone by then); the AppWrapper would fail on
+    the missing component (MissingComponent, :261-272) but only at its next poll, up to a
+    minute during which it holds its quota, and a re-created object of the same name would be
+    counted as its component meanwhile (A6). Failed on MissingComponent: it says nothing more.
+    Suspending, resetting and resuming: its controller deletes and re-creates the component."""
+    if is_terminating(appwrapper):
+        return Collect.KEEP
+    phase = phase_of(appwrapper)
+    suspended = as_map(appwrapper.get("spec")).get("suspend") is True
+    if phase in QUEUED_PHASES and suspended and not was_admitted(appwrapper):
+        return Collect.LATER
+    if phase == "Running" and not suspended:
+        return Collect.NOW
+    if phase == "Failed" and _missing_component(appwrapper):
+        return Collect.NOW
+    return Collect.KEEP
+
+
+def _missing_component(appwrapper: Mapping[str, Any]) -> bool:
+    for condition in as_list(as_map(appwrapper.get("status")).get("conditions")):
+        condition = as_map(condition)
+        if "MissingComponent" in (str(condition.get("reason")), str(condition.get("message"))):
+            return True
+    return False
+
+
+def component_name(appwrapper: Mapping[str, Any]) -> str:
+    """The name of the object the AppWrapper wraps (its first component's template)."""
+    return objects.name_of(as_map(provenance.component_template(appwrapper)))
+
+
+def may_take_over(appwrapper: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    """A running AppWrapper autowrap made may stand for a new object of the same name when the
+    object it ran was deleted (its component is gone) and the new one is the very same work in
+    the same queue: ``kubectl delete -f`` then ``apply -f``. The AppWrapper controller already
+    counts the new object as its component (it looks components up by name, A6), so the new
+    object's pods run under the admission the AppWrapper holds."""
+    queue = names.QUEUE_LABEL
+    return (
+        phase_of(appwrapper) in ("Resuming", "Running")
+        and not is_terminating(appwrapper)
+        and as_map(appwrapper.get("spec")).get("suspend") is False
+        and provenance.same_work(appwrapper, wanted)
+        and objects.labels_of(appwrapper).get(queue) == objects.labels_of(wanted).get(queue)
+    )
 
 
 def finalizer_done(appwrapper: Mapping[str, Any] | None) -> bool:

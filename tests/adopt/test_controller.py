@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from tests.adopt.harness import NAMESPACE, QUEUE, adopting, eventually, prepared, vcjob
 from tests.support.apiserver import UserInfo
 from tests.support.cluster.patches import MERGE_PATCH as MERGE
@@ -140,7 +142,7 @@ async def test_a_pod_and_a_job_of_the_same_name_never_share_an_appwrapper(tmp_pa
         # ... then a big Job of the same name: its pods must not run under the Pod's admission.
         job = cluster.store_job(vcjob(workers=3))
         job_pods = cluster.volcano_pods(job)
-        await eventually(lambda: "earlier object" in (cluster.job() or {}).get("metadata", {})
+        await eventually(lambda: "earlier Pod of the same name" in (cluster.job() or {}).get("metadata", {})
                          .get("annotations", {}).get(names.STATUS_ANNOTATION, ""),
                          what="the Job says why it waits")  # fmt: skip
         await eventually(lambda: cluster.controllers[0].idle(), what="idle")
@@ -248,11 +250,16 @@ async def test_an_earlier_appwrapper_of_the_same_name_is_waited_for_never_reused
             ),
             what="waiting status",
         )
-        assert "of an earlier object of the same name is Succeeded" in waiting
+        assert "of an earlier Job of the same name is Succeeded" in waiting
         assert "kubectl delete appwrapper train -n ml" in waiting
         assert cluster.job()["metadata"]["labels"][names.ADOPTION_LABEL] == "pending"  # type: ignore[index]
 
+        # As the status says: this Job first (the AppWrapper controller would delete it by name
+        # with its AppWrapper), then the AppWrapper, then the Job again.
+        await cluster.api.delete(VCJOBS, NAMESPACE, "train")
+        await eventually(lambda: cluster.job() is None, what="pending Job deleted")
         await cluster.api.delete(APPWRAPPERS, NAMESPACE, "train")
+        cluster.store_job(vcjob(image="torch:2.5"))
 
         job = await eventually(lambda: _adopted(cluster.job()) and cluster.job(), what="adopted")
         aw = cluster.appwrapper()
@@ -402,3 +409,41 @@ async def test_the_standby_takes_over_when_the_leader_stops(tmp_path: Path) -> N
 
         await eventually(lambda: _adopted(cluster.job()), what="adopted by b", timeout=30)
         assert b.leading.is_set()
+
+
+async def test_a_queued_appwrapper_whose_job_is_gone_is_collected_after_the_grace_period(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from webhook.controller import reconcile
+
+    monkeypatch.setattr(reconcile, "ORPHAN_GRACE", 1.5)
+    async with adopting(tmp_path) as cluster:
+        cluster.store_job(vcjob())
+        controller = await cluster.start_controller()
+        await eventually(lambda: _adopted(cluster.job()), what="adopted")
+        await cluster.stop_controller(controller)
+        # The finalizer removed by hand, then the Job deleted, while autowrap was down.
+        cluster.api.store.patch(VCJOBS, NAMESPACE, "train", {"metadata": {"finalizers": None}},
+                                MERGE)  # fmt: skip
+        cluster.api.store.delete(VCJOBS, NAMESPACE, "train")
+        await cluster.start_controller("replica-b")
+
+        await asyncio.sleep(0.5)
+        assert cluster.appwrapper() is not None  # within the grace period: kept
+        await eventually(lambda: cluster.appwrapper() is None, what="collected")
+
+
+async def test_an_object_admission_did_not_prepare_is_not_adopted(tmp_path: Path) -> None:
+    async with adopting(tmp_path) as cluster:
+        job = prepared(vcjob())
+        # Labelled as if admission had prepared it, with its gates taken off.
+        for task in job["spec"]["tasks"]:
+            task["template"]["spec"].pop("schedulingGates", None)
+        cluster.api.store.create(VCJOBS, job)
+        await cluster.start_controller()
+
+        status = await eventually(
+            lambda: (cluster.job() or {}).get("metadata", {}).get("annotations", {})
+            .get(names.STATUS_ANNOTATION), what="status")  # fmt: skip
+        assert "autowrap's admission did not prepare it" in status
+        assert cluster.appwrapper() is None

@@ -6,7 +6,9 @@ AppWrapper controller, Volcano and a kubelet simulated) with an ordinary namespa
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,3 +65,84 @@ async def test_an_always_namespace_wraps_and_runs_unlabelled_jobs_and_pods(
         for pod in pods:
             assert pod is not None and pod["status"]["phase"] == "Running"
             assert not pod["spec"].get("schedulingGates")
+
+
+async def test_delete_then_apply_of_a_job_that_ran_runs_the_new_job(
+    webhook_pki: ServingPki, tmp_path: Path
+) -> None:
+    async with running_cluster(webhook_pki, tmp_path) as cluster:
+        await cluster.api.create(VCJOBS, vcjob(workers=1), user=ALICE)
+        await cluster.settle()
+        first = cluster.job()
+        assert first is not None and cluster.appwrapper()["status"]["phase"] == "Running"  # type: ignore[index]
+
+        # kubectl delete -f job.yaml && kubectl apply -f job.yaml, within the AppWrapper
+        # controller's poll interval (it has not looked at its components since).
+        cluster.sims.appwrapper.pause()
+        await cluster.api.delete(VCJOBS, NAMESPACE, "train", user=ALICE)
+        await _create_retrying(cluster, vcjob(workers=1))
+        await cluster.settle()
+
+        job = cluster.job()
+        assert job is not None and job["metadata"]["uid"] != first["metadata"]["uid"]
+        aw = cluster.appwrapper()
+        assert aw is not None and aw["status"]["phase"] == "Running"
+        assert aw["metadata"]["annotations"][names.ORIGIN_UID_ANNOTATION] == job["metadata"]["uid"]
+        pods = cluster.pods()
+        assert len(pods) == 2 and all(p["status"]["phase"] == "Running" for p in pods)
+        assert all(not p["spec"].get("schedulingGates") for p in pods)
+
+
+async def test_delete_of_a_job_that_ran_then_a_changed_one_releases_the_old_admission(
+    webhook_pki: ServingPki, tmp_path: Path
+) -> None:
+    async with running_cluster(webhook_pki, tmp_path) as cluster:
+        await cluster.api.create(VCJOBS, vcjob(workers=1), user=ALICE)
+        await cluster.settle()
+        old_aw = cluster.appwrapper()
+        assert old_aw is not None
+
+        cluster.sims.appwrapper.pause()
+        await cluster.api.delete(VCJOBS, NAMESPACE, "train", user=ALICE)
+        await cluster.settle()
+        # The AppWrapper held an admission for nothing: autowrap removes it at once, without
+        # waiting for the AppWrapper controller's next look at its components.
+        aw = cluster.appwrapper()
+        assert aw is None or aw["metadata"].get("deletionTimestamp")
+
+        await _create_retrying(cluster, vcjob(workers=2))
+        await cluster.settle()
+        aw = cluster.appwrapper()
+        assert aw is not None and aw["metadata"]["uid"] != old_aw["metadata"]["uid"]
+        assert aw["status"]["phase"] == "Running"
+        pods = cluster.pods()
+        assert len(pods) == 3 and all(p["status"]["phase"] == "Running" for p in pods)
+
+
+async def _create_retrying(cluster: Any, obj: dict, attempts: int = 50) -> None:
+    for _ in range(attempts):
+        try:
+            await cluster.api.create(VCJOBS, copy.deepcopy(obj), user=ALICE)
+            return
+        except ApiError as exc:
+            assert exc.status == 409 and "create this Job again in a few seconds" in exc.message
+            cluster.sims.appwrapper.resume()  # its finalizer lets the AppWrapper go
+            await cluster.settle()
+    raise AssertionError("the create was refused every time")
+
+
+async def test_adopt_mode_creates_an_appwrapper_only_for_who_may_create_one(
+    webhook_pki: ServingPki, tmp_path: Path
+) -> None:
+    async with running_cluster(webhook_pki, tmp_path) as cluster:
+        cluster.api.deny("alice", verb="create", resource="appwrappers", reason="no RBAC rule")
+
+        try:
+            await cluster.api.create(VCJOBS, vcjob(), user=ALICE)
+        except ApiError as exc:
+            assert exc.status == 403
+            assert "user 'alice' may not create appwrappers" in exc.message
+        else:
+            raise AssertionError("the create was allowed")
+        await cluster.settle()
+        assert cluster.job() is None and cluster.appwrappers() == []

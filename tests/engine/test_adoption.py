@@ -429,3 +429,54 @@ def test_only_an_object_with_every_template_gated_counts_as_prepared() -> None:
     unlabelled = copy.deepcopy(prepared)
     del unlabelled["metadata"]["labels"][names.ADOPTION_LABEL]
     assert not adoption.is_prepared(unlabelled)
+
+
+def _appwrapper_for(
+    obj: dict[str, Any], phase: str, *, suspend: bool, admitted_before: bool
+) -> dict[str, Any]:
+    conditions = [{"type": "QuotaReserved", "status": "False"}] if admitted_before else []
+    return {
+        "metadata": {"name": "train", "uid": "aw-uid",
+                     "annotations": {names.ORIGIN_UID_ANNOTATION: obj["metadata"]["uid"]}},
+        "spec": {"suspend": suspend},
+        "status": {"phase": phase, "conditions": conditions},
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("phase", "suspend", "admitted_before", "who"),
+    [
+        ("Suspended", True, False, adoption.Deletion.BY_USER),  # queued: only the user deletes
+        ("Suspended", True, True, adoption.Deletion.BY_APPWRAPPER),  # preempted while resuming
+        ("Running", False, True, adoption.Deletion.BY_USER),
+        ("Running", True, True, adoption.Deletion.BY_APPWRAPPER),  # suspending
+        ("Resetting", False, True, adoption.Deletion.BY_APPWRAPPER),
+    ],
+)
+def test_who_deletes_the_object_follows_the_appwrappers_history(
+    phase: str, suspend: bool, admitted_before: bool, who: adoption.Deletion
+) -> None:
+    obj = {"metadata": {"uid": "job-uid"}}
+    appwrapper = _appwrapper_for(obj, phase, suspend=suspend, admitted_before=admitted_before)
+
+    assert adoption.deletion(appwrapper, obj) is who
+
+
+@pytest.mark.parametrize(
+    ("phase", "suspend", "admitted_before", "verdict"),
+    [
+        ("", True, False, adoption.Collect.LATER),
+        ("Suspended", True, False, adoption.Collect.LATER),
+        ("Suspended", True, True, adoption.Collect.KEEP),  # preempted: it re-creates the object
+        ("Running", False, True, adoption.Collect.NOW),
+        ("Resuming", False, True, adoption.Collect.KEEP),
+        ("Succeeded", False, True, adoption.Collect.KEEP),
+    ],
+)
+def test_an_appwrapper_whose_object_is_gone_is_collected_only_when_it_holds_nothing_to_come_back(
+    phase: str, suspend: bool, admitted_before: bool, verdict: adoption.Collect
+) -> None:
+    obj = {"metadata": {"uid": "job-uid"}}
+    appwrapper = _appwrapper_for(obj, phase, suspend=suspend, admitted_before=admitted_before)
+
+    assert adoption.collect(appwrapper) is verdict

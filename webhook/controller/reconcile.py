@@ -11,8 +11,10 @@ idempotent form, so that a repeat, a restart or a second replica never does a st
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from webhook import adoption, audit, builder, engine, names, objects, provenance
@@ -34,6 +36,9 @@ log = logging.getLogger("autowrap")
 Key = tuple[str, str]
 Obj = dict[str, Any]
 API_TIMEOUT = 30.0
+# How long an AppWrapper queued for an object that is gone is kept: a GitOps tool that deleted
+# the object to re-create it gets it back (re-adopted) rather than a new queue position.
+ORPHAN_GRACE = 60.0
 # How long to wait before looking again at something that waits on another party (an earlier
 # AppWrapper to go, Kueue to write podSetInfos); the watch usually wakes the key sooner.
 WAIT = 5.0
@@ -53,6 +58,7 @@ class Counters:
     def __init__(self) -> None:
         self.adopted = 0
         self.released = 0
+        self.collected = 0
         self.failed: dict[str, int] = {}
 
     def fail(self, step: str) -> None:
@@ -71,6 +77,7 @@ class Reconciler:
         appwrapper_of: Callable[[Key], Obj | None],
         kinds: Mapping[tuple[str, str], Kind],
         counters: Counters | None = None,
+        now: Callable[[], float] = time.time,
     ) -> None:
         self._api = api
         self._policies = policies
@@ -81,6 +88,7 @@ class Reconciler:
         self._kinds = kinds
         self._origins = {f"{k.kind}.{k.group}" if k.group else k.kind: k for k in kinds.values()}
         self.counters = counters or Counters()
+        self._now = now
 
     async def reconcile(self, key: Key) -> Result:
         namespace, aw_name = key
@@ -104,7 +112,9 @@ class Reconciler:
         if admitted and await self._release(appwrapper or {}, live_objects, key):
             result.requeue = WAIT
         if appwrapper is not None and not live_objects:
-            await self._collect_orphan(appwrapper, key)
+            later = await self._collect(appwrapper, key)
+            if later is not None and (result.requeue is None or later < result.requeue):
+                result.requeue = later
         return result
 
     # --- 1. adopt ------------------------------------------------------------------------------
@@ -121,6 +131,13 @@ class Reconciler:
             await self._report_failure(obj, [
                 f"it is controlled by {owner.get('kind')} {owner.get('name')!r}; objects that "
                 "belong to a controller are not wrapped"])  # fmt: skip
+            return self._Adopted(appwrapper)
+        if not adoption.is_prepared(obj):
+            await self._report_failure(obj, [
+                "autowrap's admission did not prepare it (a pod template lacks the scheduling "
+                f"gate {names.ADMISSION_GATE}), so its pods may already run outside Kueue; "
+                f"delete it and create it again without the {names.ADOPTION_LABEL} label, which "
+                "only autowrap writes"])  # fmt: skip
             return self._Adopted(appwrapper)
         labels = await self._api.namespace_labels(namespace, timeout=API_TIMEOUT)
         context = engine.Context(
@@ -171,7 +188,9 @@ class Reconciler:
                 "AppWrapper to remove it", "AdoptionFailed", "Warning"))  # fmt: skip
             return self._Adopted(None, requeue=WAIT)
         elif not adoption.owns(appwrapper, obj):
-            if adoption.may_readopt(appwrapper, wanted):
+            if adoption.may_readopt(appwrapper, wanted) or adoption.may_take_over(
+                appwrapper, wanted
+            ):
                 appwrapper = await self._readopt(appwrapper, obj)
             else:
                 await self._wait_for_earlier(obj, appwrapper)
@@ -206,20 +225,29 @@ class Reconciler:
                                      content_type=JSON_PATCH)  # fmt: skip
 
     async def _wait_for_earlier(self, obj: Obj, appwrapper: Obj) -> None:
+        """Why a new object waits for an AppWrapper of its name, and what ends the wait. Deleting
+        that AppWrapper while this object exists would take this object along: the AppWrapper
+        controller deletes its components by name (resource_management.go:426-430, A7)."""
         namespace, name = _namespace_name(appwrapper)
-        phase = adoption.phase_of(appwrapper) or "new"
+        earlier = objects.annotations_of(appwrapper).get(names.ORIGIN_KIND_ANNOTATION, "object")
+        earlier = earlier.split(".", 1)[0]
+        phase = adoption.phase_of(appwrapper) or "Suspended"
+        kind = str(obj.get("kind") or "object")
         if adoption.is_terminating(appwrapper):
-            state = "is being deleted"
-            advice = "it waits until that AppWrapper is gone"
+            text = (f"AppWrapper {namespace}/{name} of an earlier {earlier} of the same name is "
+                    "being deleted; this one waits until it is gone")  # fmt: skip
         else:
-            state = f"is {phase}"
-            advice = (
-                f"delete it (kubectl delete appwrapper {name} -n {namespace}) to run this one, "
-                "or give this object another name"
+            text = (
+                f"AppWrapper {namespace}/{name} of an earlier {earlier} of the same name is "
+                f"{phase} and keeps the name; to run this {kind}, delete it, then delete "
+                f"AppWrapper {name} (kubectl delete appwrapper {name} -n {namespace}; it needs "
+                "delete on appwrappers) and create this one again, or give it another name"
             )
-        text = (
-            f"AppWrapper {namespace}/{name} of an earlier object of the same name {state}; {advice}"
-        )
+            if phase == "Running" and not adoption.stands_for(appwrapper, obj):
+                text += (
+                    f" (autowrap removes AppWrapper {name} itself once no {kind} of this name "
+                    "is left, since the one it ran is gone)"
+                )
         await self._set_status(obj, adoption.Status(text, "WaitingForEarlierAppWrapper", "Warning"))
 
     async def _set_owner(self, obj: Obj, appwrapper: Obj) -> None:
@@ -338,39 +366,62 @@ class Reconciler:
     # --- 3. delete -----------------------------------------------------------------------------
 
     async def _finish_delete(self, obj: Obj, key: Key) -> None:
-        """Who deletes the object decides from a live read, never from a cached copy: a user's
-        delete takes the AppWrapper along, the AppWrapper controller's own is let through."""
+        """Who deletes the object decides from live reads of the object and of its AppWrapper,
+        never from cached copies: a user's delete takes the AppWrapper along, the AppWrapper
+        controller's own is let through."""
         namespace, aw_name = key
+        kind = self._kind_of(obj)
+        assert kind is not None
+        live_obj = await self._api.get(kind, namespace, objects.name_of(obj), timeout=API_TIMEOUT)
+        if (
+            live_obj is None
+            or _uid(live_obj) != _uid(obj)
+            or names.ADOPTION_FINALIZER not in _finalizers(live_obj)
+        ):
+            return  # gone, or the finalizer already dropped: the watch brings the news
         live = await self._api.get(APPWRAPPERS, namespace, aw_name, timeout=API_TIMEOUT)
-        if adoption.deletion(live, obj) is adoption.Deletion.BY_USER and live is not None:
-            uid = str((live.get("metadata") or {}).get("uid") or "")
-            await self._api.delete(APPWRAPPERS, namespace, aw_name, uid=uid, timeout=API_TIMEOUT)
+        if adoption.deletion(live, live_obj) is adoption.Deletion.BY_USER and live is not None:
+            await self._api.delete(APPWRAPPERS, namespace, aw_name, uid=_uid(live),
+                                   timeout=API_TIMEOUT)  # fmt: skip
             await self._recorder.emit(
                 obj, "Deleted", f"deleted with its AppWrapper {namespace}/{aw_name}, which was "
                 f"{adoption.phase_of(live) or 'queued'}",
             )  # fmt: skip
-        await self._drop_finalizer(obj)
+        await self._drop_finalizer(live_obj)
 
-    async def _collect_orphan(self, appwrapper: Obj, key: Key) -> None:
-        """An AppWrapper whose object the user deleted after it ran: the AppWrapper fails on the
-        missing component (A5 :261-272) and must not stay as if it had something to say."""
+    async def _collect(self, appwrapper: Obj, key: Key) -> float | None:
+        """Remove an AppWrapper autowrap made whose component is gone (``adoption.collect``),
+        decided on live reads: the component's name must be free and the AppWrapper unchanged
+        (uid precondition). Returns when to look again, for one whose grace period runs."""
         if not objects.labels_of(appwrapper).get(names.ADOPTED_LABEL):
-            return
-        if adoption.is_terminating(appwrapper) or not _missing_component(appwrapper):
-            return
+            return None
+        verdict = adoption.collect(appwrapper)
+        if verdict is adoption.Collect.KEEP:
+            return None
         origin = objects.annotations_of(appwrapper).get(names.ORIGIN_KIND_ANNOTATION, "")
-        name = objects.annotations_of(appwrapper).get(names.ORIGIN_NAME_ANNOTATION, "")
         kind = self._origins.get(origin)
-        if kind is None:
-            return
+        name = adoption.component_name(appwrapper)
+        if kind is None or not name:
+            return None
+        if verdict is adoption.Collect.LATER:
+            left = ORPHAN_GRACE - _age(appwrapper, self._now())
+            if left > 0:
+                return left
         namespace, aw_name = key
-        live = await self._api.get(kind, namespace, name, timeout=API_TIMEOUT)
-        if live is not None and adoption.owns(appwrapper, live):
-            return
-        if await self._stranger(appwrapper) is not None:
-            return  # not autowrap's to remove, whatever its labels say
-        uid = str((appwrapper.get("metadata") or {}).get("uid") or "")
-        await self._api.delete(APPWRAPPERS, namespace, aw_name, uid=uid, timeout=API_TIMEOUT)
+        if await self._api.get(kind, namespace, name, timeout=API_TIMEOUT) is not None:
+            # Some object of the component's name exists: it is the AppWrapper's (cache lag),
+            # or a new one, which deleting the AppWrapper would take along (deleted by name).
+            return None
+        live = await self._api.get(APPWRAPPERS, namespace, aw_name, timeout=API_TIMEOUT)
+        if live is None or _uid(live) != _uid(appwrapper) or adoption.collect(live) != verdict:
+            return None
+        if await self._stranger(live) is not None:
+            return None  # not autowrap's to remove, whatever its labels say
+        await self._api.delete(APPWRAPPERS, namespace, aw_name, uid=_uid(live), timeout=API_TIMEOUT)
+        self.counters.collected += 1
+        log.info("removed an AppWrapper whose object is gone", extra={"fields": {
+            "appwrapper": f"{namespace}/{aw_name}", "phase": adoption.phase_of(live) or "new"}})  # fmt: skip
+        return None
 
     async def _drop_finalizer(self, obj: Obj) -> None:
         kind = self._kind_of(obj)
@@ -433,10 +484,15 @@ def _annotation_path(key: str) -> str:
     return "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1")
 
 
-def _missing_component(appwrapper: Mapping[str, Any]) -> bool:
-    if adoption.phase_of(appwrapper) != "Failed":
-        return False
-    for condition in (appwrapper.get("status") or {}).get("conditions") or []:
-        if "MissingComponent" in (str(condition.get("reason")), str(condition.get("message"))):
-            return True
-    return False
+def _uid(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")
+
+
+def _age(obj: Mapping[str, Any], now: float) -> float:
+    """Seconds since the object was created, by the apiserver's creationTimestamp."""
+    stamp = str((obj.get("metadata") or {}).get("creationTimestamp") or "")
+    try:
+        created = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+    return max(0.0, now - created)

@@ -49,6 +49,7 @@ class Simulator:
         self._wakeup = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
+        self._paused = False
         self.current: Key | None = None
         self.writes: collections.deque[str] = collections.deque(maxlen=50)
         """The latest writes, newest last: what :meth:`settle` reports when it cannot settle."""
@@ -68,8 +69,22 @@ class Simulator:
     def queue_key(self, key: Key) -> None:
         if key[1]:
             self._queue[key] = None
+            if not self._paused:
+                self._idle.clear()
+                self._wakeup.set()
+
+    def pause(self) -> None:
+        """Stop reconciling (events are still queued), as a controller that is down, or that
+        polls and has not looked yet (the AppWrapper controller polls its components every
+        minute once ready, A6), does."""
+        self._paused = True
+        self._wakeup.set()
+
+    def resume(self) -> None:
+        self._paused = False
+        if self._queue:
             self._idle.clear()
-            self._wakeup.set()
+        self._wakeup.set()
 
     def resync(self) -> None:
         for obj in self.store.list(self.primary):
@@ -108,7 +123,7 @@ class Simulator:
     async def _work(self) -> None:
         while True:
             await asyncio.sleep(0)  # never starve the loop, even if every write completes at once
-            if not self._queue:
+            if not self._queue or self._paused:
                 self._idle.set()
                 self._wakeup.clear()
                 await self._wakeup.wait()
