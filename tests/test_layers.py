@@ -98,13 +98,13 @@ def test_the_shell_is_a_folder_of_its_own_and_the_engine_never_imports_it() -> N
     assert top_level_io <= {"cli.py"}, top_level_io
 
 
-def test_only_the_kube_module_and_leader_election_import_the_kubernetes_client() -> None:
+def test_only_the_kube_module_imports_the_kubernetes_client() -> None:
     users = {
         str(path.relative_to(PACKAGE))
         for path in PACKAGE.rglob("*.py")
         if any(name.split(".")[0] == "kubernetes" for name in _imports(path))
     }
-    assert users == {"shell/kube.py", "controller/leader.py"}, users
+    assert users == {"shell/kube.py"}, users
 
 
 def test_the_controller_is_a_layer_above_the_engine_and_the_webhooks() -> None:

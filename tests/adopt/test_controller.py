@@ -447,3 +447,41 @@ async def test_an_object_admission_did_not_prepare_is_not_adopted(tmp_path: Path
             .get(names.STATUS_ANNOTATION), what="status")  # fmt: skip
         assert "autowrap's admission did not prepare it" in status
         assert cluster.appwrapper() is None
+
+
+async def test_a_hung_lease_renewal_stops_the_leader_before_the_standby_takes_over(
+    tmp_path: Path,
+) -> None:
+    async with adopting(tmp_path) as cluster:
+        a = await cluster.start_controller("replica-a")
+        await eventually(lambda: a.leading.is_set(), what="a leads")
+        b = await cluster.start_controller("replica-b")
+        # a's renewals stall on the wire, as over a dead connection.
+        stalled = asyncio.Event()
+        cluster.api.inject("PUT", "/leases/", 0, times=None, hold=stalled,
+                           body_contains='"holderIdentity":"replica-a"')  # fmt: skip
+        both = False
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 15
+        while not b.leading.is_set() and loop.time() < deadline:
+            both |= a.leading.is_set() and b.leading.is_set()
+            await asyncio.sleep(0.02)
+        stalled.set()
+
+        assert b.leading.is_set(), "the standby never took over"
+        assert not a.leading.is_set() and not both, "two replicas led at once"
+        cluster.store_job(vcjob())
+        await eventually(lambda: _adopted(cluster.job()), what="adopted by b")
+
+
+async def test_a_replica_that_stops_releases_the_lease_at_once(tmp_path: Path) -> None:
+    async with adopting(tmp_path) as cluster:
+        a = await cluster.start_controller("replica-a")
+        await eventually(lambda: a.leading.is_set(), what="a leads")
+        b = await cluster.start_controller("replica-b")
+
+        await cluster.stop_controller(a)
+        lease = cluster.api.store.get(LEASES, "autowrap-system", names.CONTROLLER_LEASE)
+        assert lease is not None and lease["spec"]["holderIdentity"] == ""
+        # b takes it at its next attempt (one retry period), not after the lease duration.
+        await eventually(lambda: b.leading.is_set(), what="b leads", timeout=1.5)

@@ -69,8 +69,8 @@ class Settings:
     workers: int = 16
     # Whole seconds: the Lease stores leaseDurationSeconds as an integer.
     lease_seconds: int = 15
-    renew_seconds: int = 10
-    retry_seconds: int = 2
+    renew_seconds: float = 10.0
+    retry_seconds: float = 2.0
 
 
 async def cancel_all(tasks: Collection[asyncio.Task[Any]]) -> None:
@@ -185,16 +185,17 @@ class Controller:
 
     async def run(self) -> None:
         """Compete for the Lease forever; lead while holding it."""
-        from_api = getattr(self._api, "_api_client", None)
         await leader.lead(
-            from_api,
+            self._api,
             name=names.CONTROLLER_LEASE,
             namespace=self.settings.namespace,
             identity=self.settings.identity,
             work=self.lead,
-            lease_seconds=self.settings.lease_seconds,
-            renew_seconds=self.settings.renew_seconds,
-            retry_seconds=self.settings.retry_seconds,
+            timing=leader.Timing(
+                self.settings.lease_seconds,
+                self.settings.renew_seconds,
+                self.settings.retry_seconds,
+            ),
         )
 
     async def lead(self) -> None:

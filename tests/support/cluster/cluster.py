@@ -81,11 +81,18 @@ class Fault:
     times: int | None
     message: str | None
     hits: int = 0
+    # A stalled connection instead of an answer: the request waits until the event is set, then
+    # is served as usual (the client's own timeout decides what it sees meanwhile).
+    hold: asyncio.Event | None = None
+    # Only requests whose JSON body, written compactly (no spaces), contains this text.
+    body_contains: bytes | None = None
 
-    def matches(self, method: str, path: str) -> bool:
+    def matches(self, method: str, path: str, raw: bytes = b"") -> bool:
         if self.times is not None and self.hits >= self.times:
             return False
         if self.method not in ("*", method.upper()):
+            return False
+        if self.body_contains is not None and self.body_contains not in raw:
             return False
         return self.path_regex.search(path) is not None
 
@@ -246,9 +253,13 @@ class FakeCluster:
         *,
         times: int | None = 1,
         message: str | None = None,
+        hold: asyncio.Event | None = None,
+        body_contains: str | None = None,
     ) -> Fault:
-        """Answer matching requests (``re.search`` on the path) with a metav1.Status error."""
-        fault = Fault(method.upper(), re.compile(path_regex), status, times, message)
+        """Answer matching requests (``re.search`` on the path) with a metav1.Status error, or
+        with ``hold``, stall them until it is set."""
+        fault = Fault(method.upper(), re.compile(path_regex), status, times, message, hold=hold,
+                      body_contains=body_contains.encode() if body_contains else None)  # fmt: skip
         self.faults.append(fault)
         return fault
 
@@ -530,8 +541,18 @@ class FakeCluster:
         if user is None:
             return _json(status_json(401, "Unauthorized", "Unauthorized"), 401)
         request[_USER] = FakeKube._effective_user(request, user)
-        fault = next((f for f in self.faults if f.matches(request.method, request.path)), None)
-        if fault is not None:
+        compact = (
+            json.dumps(body, separators=(",", ":")).encode()
+            if self.faults and isinstance(body, dict)
+            else b""
+        )
+        fault = next(
+            (f for f in self.faults if f.matches(request.method, request.path, compact)), None
+        )
+        if fault is not None and fault.hold is not None:
+            fault.hits += 1
+            await fault.hold.wait()
+        elif fault is not None:
             fault.hits += 1
             message = fault.message or _DEFAULT_FAULT_MESSAGES.get(
                 fault.status, f"injected fault {fault.status}"
