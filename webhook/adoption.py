@@ -20,7 +20,7 @@ from typing import Any
 from webhook import audit, engine, kinds, names, objects, provenance
 from webhook.objects import Obj, as_list, as_map
 from webhook.policy import PolicySpec
-from webhook.workload import KindAdapter
+from webhook.workload import KindAdapter, has_server_defaults
 
 # Template annotation: which podSet of the AppWrapper a pod belongs to (its index in
 # ``spec.components[0].podSets``, the order Kueue writes ``podSetInfos`` in). Written at
@@ -140,8 +140,10 @@ def normalize_update(
     Volcano freezes ``spec.tasks`` after create and the list is atomic, so re-applying the
     unchanged manifest (client-side apply sends the whole list in a merge patch, server-side
     apply replaces it) would be denied (adopt-mode.md K6, V5). What admission added is
-    recognised by adding it again: ``new`` gets the same mutation, and what ``new`` leaves out
-    is taken from ``old`` (the workload's own defaults: task names, minAvailable, plugins).
+    recognised by adding it again: ``new`` gets the same mutation, and what the workload's own
+    admission fills in (task names, minAvailable, plugins) is taken from ``old`` where ``new``
+    leaves it out. Any other field ``new`` leaves out is a removal: not normalized, so the
+    workload's webhook judges it (Volcano refuses changes to ``spec.tasks``).
     """
     adapter = kinds.find(new.get("apiVersion"), new.get("kind"))
     if adapter is None or not is_adopted_object(old):
@@ -155,9 +157,9 @@ def normalize_update(
     candidate = objects.deep_copy(dict(new))
     names_of_old = objects.name_of(old)
     objects.own_map(candidate, "metadata").setdefault("name", names_of_old)
-    candidate["spec"] = _filled(candidate.get("spec"), old_spec)
+    candidate["spec"] = _defaulted(adapter, candidate.get("spec"), old_spec)
     prepared = _adopted_templates(candidate, adapter, policy, aw_name)
-    if _filled(prepared.get("spec"), old_spec) != old_spec:
+    if _defaulted(adapter, prepared.get("spec"), old_spec) != old_spec:
         return None
     result = objects.deep_copy(dict(new))
     result["spec"] = objects.deep_copy(old_spec)
@@ -178,17 +180,12 @@ def appwrapper_name_of(obj: Mapping[str, Any]) -> str:
     return _appwrapper_of(obj, adapter) if adapter is not None else ""
 
 
-def _filled(new: Any, old: Any) -> Any:
-    """``new`` with what it leaves out taken from ``old``: map keys it lacks, recursively, and
-    list items position by position where both lists have the same length."""
-    if isinstance(new, dict) and isinstance(old, dict):
-        result = {k: _filled(v, old[k]) if k in old else v for k, v in new.items()}
-        for key, value in old.items():
-            result.setdefault(key, value)
-        return result
-    if isinstance(new, list) and isinstance(old, list) and len(new) == len(old):
-        return [_filled(n, o) for n, o in zip(new, old, strict=True)]
-    return new
+def _defaulted(adapter: KindAdapter, spec: Any, stored: Any) -> Any:
+    """``spec`` with what the kind's own admission filled into the stored spec (and only that:
+    a field the user's re-apply leaves out is a removal, which goes on to be judged)."""
+    if has_server_defaults(adapter):
+        return adapter.with_server_defaults(spec, stored)
+    return spec
 
 
 # --- the controller: the AppWrapper for a stored object -------------------------------------------

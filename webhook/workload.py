@@ -117,6 +117,17 @@ class HasKindRules(Protocol):
     def check(self, obj: Mapping[str, Any]) -> list[Violation]: ...
 
 
+@runtime_checkable
+class HasServerDefaults(Protocol):
+    """Kinds whose own admission fills fields of the spec in after create (Volcano's mutating
+    webhook: task names, minAvailable, maxRetry, plugins)."""
+
+    def with_server_defaults(self, spec: Any, stored: Any) -> Any:
+        """``spec`` with each field that kind's admission fills in taken from ``stored`` where
+        ``spec`` leaves it out; nothing else (a field the user removed stays removed)."""
+        ...
+
+
 _CAPABLE: dict[tuple[type, Any], bool] = {}
 
 
@@ -135,3 +146,7 @@ def has_topology(adapter: object) -> TypeGuard[HasTopology]:
 
 def has_kind_rules(adapter: object) -> TypeGuard[HasKindRules]:
     return _capable(type(adapter), HasKindRules)
+
+
+def has_server_defaults(adapter: object) -> TypeGuard[HasServerDefaults]:
+    return _capable(type(adapter), HasServerDefaults)

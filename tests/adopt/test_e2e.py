@@ -146,6 +146,25 @@ async def test_reapplying_the_unchanged_manifest_succeeds_both_ways_and_a_real_c
         assert "validatejob.volcano.sh" in refused.value.message
 
 
+async def test_a_reapply_that_removes_a_field_is_refused_not_silently_kept(
+    webhook_pki: ServingPki, tmp_path: Path
+) -> None:
+    from tests.support.cluster.store import ApiError
+
+    manifest = vcjob()
+    manifest["spec"]["tasks"][1]["template"]["spec"]["nodeSelector"] = {"pool": "a100"}
+    async with running_cluster(webhook_pki, tmp_path, auto_admit=False) as cluster:
+        await cluster.api.apply(VCJOBS, manifest, field_manager="kubectl", user=ALICE)
+        await cluster.settle()
+
+        # The user drops the nodeSelector from the manifest and applies it again.
+        with pytest.raises(ApiError) as refused:
+            await cluster.api.apply(VCJOBS, vcjob(), field_manager="kubectl", user=ALICE)
+        assert "validatejob.volcano.sh" in refused.value.message
+        stored = cluster.job()
+        assert stored["spec"]["tasks"][1]["template"]["spec"]["nodeSelector"] == {"pool": "a100"}  # type: ignore[index]
+
+
 async def test_a_forged_review_puts_nothing_in_the_cluster(
     webhook_pki: ServingPki, tmp_path: Path
 ) -> None:

@@ -105,6 +105,31 @@ class VolcanoJobKind:
                 slots.append(TopologySlot(path, objects.get(obj, path), "partition"))
         return slots
 
+    def with_server_defaults(self, spec: Any, stored: Any) -> Any:
+        """What Volcano's mutating webhook fills in (mutate_job.go: queue, schedulerName,
+        maxRetry and minAvailable of the job; name, minAvailable, maxRetry and, with
+        hostNetwork, dnsPolicy of each task; the svc and ssh plugins it adds), from ``stored``."""
+        if not isinstance(spec, dict) or not isinstance(stored, dict):
+            return spec
+        result = dict(spec)
+        for key in ("queue", "schedulerName", "maxRetry", "minAvailable"):
+            if key not in result and key in stored:
+                result[key] = stored[key]
+        plugins, stored_plugins = result.get("plugins"), stored.get("plugins")
+        if isinstance(plugins, dict) and isinstance(stored_plugins, dict):
+            added = {k: v for k, v in stored_plugins.items() if k in ("svc", "ssh")}
+            result["plugins"] = {**added, **plugins}
+        tasks, stored_tasks = result.get("tasks"), stored.get("tasks")
+        if (
+            isinstance(tasks, list)
+            and isinstance(stored_tasks, list)
+            and len(tasks) == len(stored_tasks)
+        ):
+            result["tasks"] = [
+                _task_defaults(task, old) for task, old in zip(tasks, stored_tasks, strict=True)
+            ]
+        return result
+
     def check(self, obj: Mapping[str, Any]) -> list[Violation]:
         """What Volcano's webhook, CRD schema or controller would refuse, or silently break."""
         spec = as_map(obj.get("spec"))
@@ -276,3 +301,25 @@ def _complete_job_warning(path: FieldPath) -> Violation:
         "CompleteJob ends the job while pods may still run, and the AppWrapper counts those "
         "as missing successes (it may reset and rerun the job); prefer letting every pod exit",
     )
+
+
+def _task_defaults(task: Any, stored: Any) -> Any:
+    if not isinstance(task, dict) or not isinstance(stored, dict):
+        return task
+    result = dict(task)
+    for key in ("name", "minAvailable", "maxRetry"):
+        if key not in result and key in stored:
+            result[key] = stored[key]
+    spec = objects.get(result, FieldPath(("template", "spec")))
+    stored_spec = objects.get(stored, FieldPath(("template", "spec")))
+    if (
+        isinstance(spec, dict)
+        and isinstance(stored_spec, dict)
+        and spec.get("hostNetwork")
+        and "dnsPolicy" not in spec
+        and "dnsPolicy" in stored_spec
+    ):
+        template = dict(result["template"])
+        template["spec"] = {**spec, "dnsPolicy": stored_spec["dnsPolicy"]}
+        result["template"] = template
+    return result
