@@ -748,7 +748,44 @@ class Status:
     type: str = "Normal"
 
 
-def status(appwrapper: Mapping[str, Any] | None, *, pending: bool) -> Status:
+# The status annotation is read by people (kubectl describe); annotations share 256 KiB per
+# object, so a long list of findings is cut, pointing at the full list.
+STATUS_LIMIT = 4096
+
+
+def bounded(text: str) -> str:
+    if len(text) <= STATUS_LIMIT:
+        return text
+    return text[: STATUS_LIMIT - 80].rstrip() + " … (cut; `autowrap check` on the manifest lists all)"
+
+
+def escaped(appwrapper: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> int:
+    """Pods of the object that run, or may, although the AppWrapper is queued: someone other
+    than autowrap removed their gate."""
+    if as_map(appwrapper.get("spec")).get("suspend") is not True:
+        return 0
+    return sum(
+        1
+        for pod in pods
+        if belongs(pod, appwrapper)
+        and not is_gated(pod)
+        and not is_terminating(pod)
+        and as_map(pod.get("status")).get("phase") not in ("Succeeded", "Failed")
+    )
+
+
+def status(
+    appwrapper: Mapping[str, Any] | None, *, pending: bool, escaped_pods: int = 0
+) -> Status:
+    if appwrapper is not None and escaped_pods:
+        return Status(
+            f"{escaped_pods} pod(s) run without Kueue's admission: their scheduling gate "
+            f"{names.ADMISSION_GATE} was removed by someone other than autowrap while AppWrapper "
+            f"{objects.name_of(appwrapper)} is queued; delete those pods (they are created again, "
+            "gated), and see who removed the gate in the audit log",
+            "GateRemoved",
+            "Warning",
+        )
     if appwrapper is None:
         if pending:
             return Status("waiting for its AppWrapper to be created", "Pending")

@@ -485,3 +485,23 @@ async def test_a_replica_that_stops_releases_the_lease_at_once(tmp_path: Path) -
         assert lease is not None and lease["spec"]["holderIdentity"] == ""
         # b takes it at its next attempt (one retry period), not after the lease duration.
         await eventually(lambda: b.leading.is_set(), what="b leads", timeout=1.5)
+
+
+async def test_pods_whose_gate_was_taken_off_are_reported_never_said_to_wait(
+    tmp_path: Path,
+) -> None:
+    async with adopting(tmp_path) as cluster:
+        cluster.store_job(vcjob(workers=1))
+        await cluster.start_controller()
+        job = await eventually(lambda: _adopted(cluster.job()) and cluster.job())
+        pods = cluster.volcano_pods(job)
+        # Someone with pod rights takes the gate off while the AppWrapper is queued.
+        cluster.api.store.patch(PODS, NAMESPACE, pods[0]["metadata"]["name"],
+                                {"spec": {"schedulingGates": None}}, MERGE)  # fmt: skip
+
+        status = await eventually(
+            lambda: "without Kueue's admission" in (
+                s := (cluster.job() or {}).get("metadata", {}).get("annotations", {})
+                .get(names.STATUS_ANNOTATION, "")) and s, what="status")  # fmt: skip
+        assert status.startswith("1 pod(s) run without Kueue's admission")
+        assert cluster.events("GateRemoved")

@@ -19,7 +19,9 @@ from typing import Any
 
 from webhook import adoption, audit, builder, engine, names, objects, provenance
 from webhook.controller.events import Recorder
+from webhook.objects import as_map
 from webhook.policy import PolicySet
+from webhook.shell import opevents
 from webhook.shell.kube import (
     APPWRAPPERS,
     JSON_PATCH,
@@ -36,6 +38,12 @@ log = logging.getLogger("autowrap")
 Key = tuple[str, str]
 Obj = dict[str, Any]
 API_TIMEOUT = 30.0
+KUEUE_HOLD_IGNORED = (
+    "Kueue admitted AppWrapper {name} while it still carried kueue.x-k8s.io/admission-gated-by: "
+    "this Kueue does not honour the hold adopt mode relies on (it needs Kueue 0.19 or later, or "
+    "the AdmissionGatedBy feature gate on 0.17 and 0.18); until then set mode: Redirect in the "
+    "policies"
+)
 # How long an AppWrapper queued for an object that is gone is kept: a GitOps tool that deleted
 # the object to re-create it gets it back (re-adopted) rather than a new queue position.
 ORPHAN_GRACE = 60.0
@@ -107,7 +115,7 @@ class Reconciler:
                 if step.requeue is not None:
                     result.requeue = step.requeue
             else:
-                appwrapper = await self._keep_adopted(obj, appwrapper)
+                appwrapper = await self._keep_adopted(obj, appwrapper, key)
         admitted = appwrapper is not None and adoption.is_admitted(appwrapper)
         if admitted and await self._release(appwrapper or {}, live_objects, key):
             result.requeue = WAIT
@@ -279,21 +287,26 @@ class Reconciler:
         can only be removed, never added back (validation_admissiongatedby.go:36-88)."""
         if names.ADMISSION_GATED_BY_ANNOTATION not in objects.annotations_of(appwrapper):
             return appwrapper
+        if as_map(appwrapper.get("spec")).get("suspend") is False:
+            # Admitted although it still carries the hold: this Kueue ignores it.
+            self.counters.fail("kueue-hold")
+            opevents.emit("KueueIgnoresHold", KUEUE_HOLD_IGNORED.format(
+                name=f"{_namespace_name(appwrapper)[0]}/{objects.name_of(appwrapper)}"),
+                warning=True)  # fmt: skip
         patch = {"metadata": {"annotations": {names.ADMISSION_GATED_BY_ANNOTATION: None}}}
         namespace, name = _namespace_name(appwrapper)
         return await self._api.patch(APPWRAPPERS, namespace, name, patch, timeout=API_TIMEOUT)
 
-    async def _keep_adopted(self, obj: Obj, appwrapper: Obj | None) -> Obj | None:
-        """An adopted object: hold lifted, finalizer dropped once running, status current."""
-        if appwrapper is not None and adoption.owns(appwrapper, obj):
-            appwrapper = await self._lift_hold(appwrapper)
+    async def _keep_adopted(self, obj: Obj, appwrapper: Obj | None, key: Key) -> Obj | None:
+        """An adopted object: hold lifted, finalizer dropped once running, status current (and
+        never "pods wait" while some run because their gate was taken off)."""
+        owned = appwrapper if appwrapper is not None and adoption.owns(appwrapper, obj) else None
+        if owned is not None:
+            appwrapper = owned = await self._lift_hold(owned)
         if names.ADOPTION_FINALIZER in _finalizers(obj) and adoption.finalizer_done(appwrapper):
             await self._drop_finalizer(obj)
-        status = adoption.status(
-            appwrapper if appwrapper is None or adoption.owns(appwrapper, obj) else None,
-            pending=False,
-        )
-        await self._set_status(obj, status)
+        escaped = adoption.escaped(owned, self._pods_of(key)) if owned is not None else 0
+        await self._set_status(obj, adoption.status(owned, pending=False, escaped_pods=escaped))
         return appwrapper
 
     # --- 2. release ----------------------------------------------------------------------------
@@ -453,6 +466,7 @@ class Reconciler:
         await self._set_status(obj, adoption.Status(text, "AdoptionFailed", "Warning"))
 
     async def _set_status(self, obj: Obj, status: adoption.Status) -> None:
+        status = adoption.Status(adoption.bounded(status.text), status.reason, status.type)
         if objects.annotations_of(obj).get(names.STATUS_ANNOTATION) == status.text:
             return
         kind = self._kind_of(obj)
