@@ -16,6 +16,7 @@ from cryptography import x509
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.server.harness import webhook_configurations
+from tests.server.test_self_managed import install_empty_secret
 from tests.support.fakekube import FakeKube
 from webhook import names
 from webhook.shell import certs, selfmanaged
@@ -114,9 +115,10 @@ async def test_racing_replicas_point_every_webhook_at_the_one_ca_in_the_secret(
         assert (tmp_path / str(i) / certs.CA_CERT).read_bytes() == ca_pem
 
 
-async def test_two_replicas_creating_the_secret_at_once_keep_the_first(
+async def test_two_replicas_on_the_shipped_empty_secret_keep_the_first_ca(
     fake_kube: FakeKube, fake_kubeconfig: Path
 ) -> None:
+    await asyncio.to_thread(install_empty_secret, fake_kubeconfig)
     api_client = sync_api_client(str(fake_kubeconfig))
     plain = CertificateStore(api_client)
     results: dict[str, dict[str, str]] = {}
@@ -132,9 +134,11 @@ async def test_two_replicas_creating_the_secret_at_once_keep_the_first(
     api_client.close()
 
     assert results["a"] == results["b"] == fake_kube.secrets[(NS, SECRET)]["data"]
-    first, late_post = fake_kube.requests_to("POST", "/secrets$")
+    first, late_put = fake_kube.requests_to("PUT", "/secrets/")
     assert first.body["data"] == fake_kube.secrets[(NS, SECRET)]["data"]
-    assert late_post.body["data"] != first.body["data"], "the late replica's CA was refused"
+    assert late_put.body["metadata"]["resourceVersion"], "a replace with a precondition"
+    assert late_put.body["data"] != first.body["data"], "the late replica's CA was refused"
+    assert len(fake_kube.requests_to("POST", "/secrets$")) == 1, "only the install's create"
 
 
 def test_serving_certificates_are_issued_for_90_days_and_renewed_at_two_thirds() -> None:
@@ -158,6 +162,7 @@ async def test_the_timer_renews_a_due_certificate_while_the_server_runs(
 ) -> None:
     for configuration in webhook_configurations():
         fake_kube.add_webhook_configuration(configuration)
+    await asyncio.to_thread(install_empty_secret, fake_kubeconfig)
     args = _args(tmp_path, fake_kubeconfig)
     first = await asyncio.to_thread(selfmanaged.prepare, args)
     # Time passes: the certificate in the Secret is now one with days to go.
