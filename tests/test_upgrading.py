@@ -1,5 +1,6 @@
 """The changelog and the upgrade notes stay in step with the code: the newest release is the
-version the package reports, and every autowrap.io/ name is in the stability table."""
+version the package reports, every autowrap.io/ name is in the stability table, and the install
+guide's upgrade section points to both."""
 
 from __future__ import annotations
 
@@ -30,8 +31,10 @@ def test_every_autowrap_name_has_a_stability_promise() -> None:
     assert not missing, f"docs/upgrading.md, Stability, does not list {missing}"
 
 
-def test_the_readme_points_to_the_upgrade_notes_and_the_changelog() -> None:
-    readme = (REPO / "README.md").read_text()
-    upgrade = readme[readme.index("### Upgrade") :]
-    upgrade = upgrade[: upgrade.index("\n### ", 1)]
-    assert "docs/upgrading.md" in upgrade and "CHANGELOG.md" in upgrade
+def test_the_install_guide_points_to_the_upgrade_notes_and_the_changelog() -> None:
+    guide = (REPO / "docs" / "install.md").read_text()
+    upgrade = guide[guide.index("\n## Upgrade") :]
+    upgrade = upgrade[: upgrade.index("\n## ", 1)]
+    assert "upgrading.md" in upgrade and "CHANGELOG.md" in upgrade
+    # Both ways of installing have their upgrade: a checkout (kustomize) and a release file.
+    assert "kubectl apply -k" in upgrade and "deploy/release/autowrap-" in upgrade

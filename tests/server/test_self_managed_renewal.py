@@ -197,3 +197,26 @@ async def test_the_timer_renews_a_due_certificate_while_the_server_runs(
     }
     expiry = exposed["autowrap_certificate_expiry_timestamp_seconds"]
     assert expiry == on_disk.not_valid_after_utc.timestamp(), "the metric follows the renewal"
+
+
+async def test_a_blanked_serving_pair_is_reissued_under_the_ca_in_the_secret(
+    fake_kube: FakeKube, fake_kubeconfig: Path
+) -> None:
+    # Upgrading from a release that created the Secret itself: `kubectl apply` of the shipped,
+    # empty Secret over it blanks tls.crt and tls.key and keeps ca.crt and ca.key.
+    ca = certs.make_ca()
+    api_client = sync_api_client(str(fake_kubeconfig))
+    store = CertificateStore(api_client)
+    blanked = {certs.CA_CERT: _b64(ca.cert_pem), certs.CA_KEY: _b64(ca.key_pem),
+               certs.TLS_CERT: "", certs.TLS_KEY: ""}  # fmt: skip
+    await asyncio.to_thread(store.write_secret, NS, SECRET, blanked, create=True)
+
+    settled = await asyncio.to_thread(
+        selfmanaged.ensure, store, namespace=NS, secret=SECRET, service=names.SERVICE_NAME
+    )
+    api_client.close()
+
+    assert settled[certs.CA_CERT] == blanked[certs.CA_CERT], "the caBundle stays"
+    served = x509.load_pem_x509_certificate(base64.b64decode(settled[certs.TLS_CERT]))
+    assert served.issuer == x509.load_pem_x509_certificate(ca.cert_pem).subject
+    assert fake_kube.secrets[(NS, SECRET)]["data"] == settled

@@ -72,11 +72,19 @@ def renew_time(data: dict[str, str]) -> datetime.datetime:
 
 
 def _usable(data: dict[str, str] | None) -> bool:
+    """A CA pair and a serving pair, the serving certificate readable and not yet due. An empty
+    or unreadable serving certificate (the shipped Secret, or one a `kubectl apply` of the
+    manifests over a Secret made before it was shipped blanked) is re-issued, under the CA in
+    the Secret when there is one, so the caBundle stays."""
     if not data or not all(
-        k in data for k in (certs.CA_CERT, certs.CA_KEY, certs.TLS_CERT, certs.TLS_KEY)
+        data.get(k) for k in (certs.CA_CERT, certs.CA_KEY, certs.TLS_CERT, certs.TLS_KEY)
     ):
         return False
-    return datetime.datetime.now(datetime.UTC) < renew_time(data)
+    try:
+        due = renew_time(data)
+    except ValueError:
+        return False
+    return datetime.datetime.now(datetime.UTC) < due
 
 
 def ensure(store: CertificateStore, *, namespace: str, secret: str, service: str) -> dict[str, str]:
@@ -94,7 +102,7 @@ def ensure(store: CertificateStore, *, namespace: str, secret: str, service: str
         if _usable(data):
             assert data is not None
             return data
-        if data and certs.CA_CERT in data and certs.CA_KEY in data:
+        if data.get(certs.CA_CERT) and data.get(certs.CA_KEY):
             ca = certs.Pair(_unb64(data, certs.CA_CERT), _unb64(data, certs.CA_KEY))
         else:
             ca = certs.make_ca()
