@@ -272,3 +272,26 @@ def test_bad_options_are_one_line_with_the_fix(
 def test_customising_needs_an_output_directory(capsys: pytest.CaptureFixture[str]) -> None:
     assert render_release.main(["--namespace", TARGET]) == 2
     assert "give --out DIR" in capsys.readouterr().err
+
+
+def test_an_overlay_replaces_the_policy_set_as_the_install_guide_shows(tmp_path: Path) -> None:
+    # docs/install.md, "Choosing the policies": the overlay's own files, behavior: replace.
+    shutil.copytree(DEPLOY, tmp_path / "deploy", ignore=shutil.ignore_patterns("release"))
+    overlay = tmp_path / "my-autowrap"
+    (overlay / "policies").mkdir(parents=True)
+    examples = DEPLOY.parent / "policies"
+    for name in ("default.yaml", "team-a.yaml"):
+        shutil.copyfile(examples / name, overlay / "policies" / name)
+    (overlay / "kustomization.yaml").write_text(
+        "resources:\n- ../deploy/overlays/self-managed\n"
+        "configMapGenerator:\n- name: autowrap-policies\n  namespace: autowrap-system\n"
+        "  behavior: replace\n  options:\n    disableNameSuffixHash: true\n"
+        "  files:\n  - policies/default.yaml\n  - policies/team-a.yaml\n",
+        encoding="utf-8",
+    )
+    (configmap,) = [d for d in _docs(_kustomize(overlay)) if d["kind"] == "ConfigMap"]
+    assert configmap["metadata"]["name"] == "autowrap-policies"
+    assert configmap["data"] == {
+        "default.yaml": (examples / "default.yaml").read_text(),
+        "team-a.yaml": (examples / "team-a.yaml").read_text(),
+    }
