@@ -295,3 +295,21 @@ def test_an_overlay_replaces_the_policy_set_as_the_install_guide_shows(tmp_path:
         "default.yaml": (examples / "default.yaml").read_text(),
         "team-a.yaml": (examples / "team-a.yaml").read_text(),
     }
+
+
+def test_your_policy_files_are_installed_as_they_are_in_another_namespace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    default = (DEPLOY.parent / "policies" / "default.yaml").read_text()
+    (policies / "default.yaml").write_text(default)
+    out = tmp_path / "release"
+    argv = ["--out", str(out), "--variant", "base", "--namespace", TARGET, "--policies",
+            str(policies)]  # fmt: skip
+    assert render_release.main(argv) == 0
+    assert f"names {names.SERVICE_NAMESPACE}" in capsys.readouterr().err, "the note says so"
+    docs = _docs((out / "autowrap-base.yaml").read_text())
+    (configmap,) = [d for d in docs if d["kind"] == "ConfigMap"]
+    assert configmap["metadata"]["namespace"] == TARGET
+    assert configmap["data"] == {"default.yaml": default}, "never rewritten by the transformer"

@@ -106,6 +106,14 @@ KNOWN_RESOURCES: dict[tuple[str, str], tuple[str, bool]] = {
 }
 
 _OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT", "*"})
+_EXEMPT_FROM_POLICIES = frozenset(
+    {
+        "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
+)
 _SCOPES = frozenset({"*", "Cluster", "Namespaced"})
 _SIDE_EFFECTS = frozenset({"None", "NoneOnDryRun", "Some", "Unknown"})
 _SELECTOR_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
@@ -1204,10 +1212,17 @@ class ApiserverEmulator:
     # -- ValidatingAdmissionPolicy -------------------------------------------------------------
 
     def _run_admission_policies(self, attempt: _Attempt, obj: JsonDict) -> None:
-        """Every matching policy and binding; the first denial collected is the answer."""
+        """Every matching policy and binding; the first denial collected is the answer.
+
+        Writes of the admission configuration itself (webhook configurations, policies and
+        bindings) never reach a policy: webhook/predicates/rules/rules.go
+        IsExemptAdmissionConfigurationResource, which the policy plugin applies before
+        dispatching."""
         if self.admission_policies is None:
             return
         info = attempt.info
+        if info.group == "admissionregistration.k8s.io" and info.kind in _EXEMPT_FROM_POLICIES:
+            return
         request = self._review(attempt, obj, str(uuid.uuid4()))["request"]
         namespace_object = None
         if attempt.namespace:

@@ -1501,3 +1501,23 @@ async def test_vap_warn_and_a_denial_before_any_validating_webhook() -> None:
 async def test_vap_without_a_binding_does_nothing() -> None:
     docs = _policy("unbound", [{"expression": "false"}])[:1]
     assert (await _vap_emulator(docs).admit("CREATE", _vap_pod())).allowed
+
+
+async def test_vap_never_judges_the_admission_configuration_itself() -> None:
+    docs = _policy("everything", [{"expression": "false"}])
+    docs[0]["spec"]["matchConstraints"]["resourceRules"] = [
+        {"apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"], "operations": ["*"]}
+    ]
+    emulator = _vap_emulator(docs)
+    assert not (await emulator.admit("CREATE", _vap_pod())).allowed
+    configuration = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "autowrap-validating"},
+        "webhooks": [],
+    }
+    result = await emulator.admit(
+        "UPDATE", configuration, old_object=configuration,
+        resource="validatingwebhookconfigurations", namespaced=False,
+    )  # fmt: skip
+    assert result.allowed, "rules.go IsExemptAdmissionConfigurationResource"
