@@ -1,5 +1,6 @@
 """The changelog and the upgrade notes stay in step with the code: the newest release is the
-version the package reports, and every autowrap.io/ name is in the stability table."""
+version the package reports, every autowrap.io/ name is in the stability table, and the install
+guide's upgrade section points to both."""
 
 from __future__ import annotations
 
@@ -35,3 +36,12 @@ def test_the_readme_points_to_the_upgrade_notes_and_the_changelog() -> None:
     install = readme[readme.index("## Install") :]
     install = install[: install.index("\n## ", 1)]
     assert "docs/upgrading.md" in install and "CHANGELOG.md" in install
+
+
+def test_the_install_guide_points_to_the_upgrade_notes_and_the_changelog() -> None:
+    guide = (REPO / "docs" / "install.md").read_text()
+    upgrade = guide[guide.index("\n## Upgrade") :]
+    upgrade = upgrade[: upgrade.index("\n## ", 1)]
+    assert "upgrading.md" in upgrade and "CHANGELOG.md" in upgrade
+    # Both ways of installing have their upgrade: a checkout (kustomize) and a release file.
+    assert "kubectl apply -k" in upgrade and "deploy/release/autowrap-" in upgrade

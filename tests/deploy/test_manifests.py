@@ -57,7 +57,16 @@ CLUSTER_SCOPED_KINDS = {
     "ClusterRoleBinding",
     "MutatingWebhookConfiguration",
     "ValidatingWebhookConfiguration",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
 }
+# Calls the server's code lists (kube.RBAC) that the base ClusterRole does not grant:
+#   - the deletes exist only for OwnerReferencesPermissionEnforcement, and are granted by the
+#     component deploy/components/owner-references-enforcement;
+#   - pods are released by a JSON patch, never a PUT (once the controller's list says so too,
+#     the subtraction is empty).
+OWNER_REFERENCE_DELETES = {("batch.volcano.sh", "jobs", "delete"), ("", "pods", "delete")}
+NOT_GRANTED = OWNER_REFERENCE_DELETES | {("", "pods", "update")}
 
 Obj = dict[str, Any]
 
@@ -1063,7 +1072,7 @@ def test_server_listens_where_the_manifests_point(rendered: tuple[Obj, ...]) -> 
 
 
 def test_image_is_the_release_image(rendered: tuple[Obj, ...]) -> None:
-    assert container(rendered)["image"] == "ghcr.io/autowrap/autowrap:0.2.0"
+    assert container(rendered)["image"] == "ghcr.io/autowrap/autowrap:0.3.0"
 
 
 def test_policies_reach_the_policy_dir_from_the_policies_configmap(
@@ -1135,7 +1144,7 @@ def test_autowrap_may_make_exactly_the_api_calls_the_server_makes() -> None:
     # Admission, the adopt-mode controller and the AppWrapper operator's component check
     # (kube.RBAC): the ClusterRole and the Lease Role together grant exactly these.
     kube = importlib.import_module("webhook.shell.kube")
-    expected = {("" if g == "core" else g, r, v) for g, r, v in kube.RBAC}
+    expected = {("" if g == "core" else g, r, v) for g, r, v in kube.RBAC} - NOT_GRANTED
     grants = rbac_grants(render("base"), names.SERVICE_NAMESPACE, names.SERVICE_NAME)
     assert {(g, r, v) for g, r, v, _, _ in grants} == expected
     cluster_wide = {grant for grant in grants if grant[4] is None}
@@ -1174,14 +1183,14 @@ def test_self_managed_certificates_add_only_their_secret_and_webhook_configurati
     ns = names.SERVICE_NAMESPACE
     admission = "admissionregistration.k8s.io"
     assert overlay - base == {
+        # The Secret is shipped (empty): no create, which could not be limited by name.
         ("", "secrets", "get", (SERVING_SECRET,), ns),
         ("", "secrets", "update", (SERVING_SECRET,), ns),
-        # Kubernetes cannot restrict create by name; the Role keeps it to autowrap's namespace.
-        ("", "secrets", "create", (), ns),
+        # Read, then a JSON patch of the caBundles (CertificateStore.set_ca_bundle).
         *(
             (admission, f"{kind.lower()}s", verb, (name,), None)
             for kind, name in WEBHOOK_CONFIGURATIONS.items()
-            for verb in ("get", "update", "patch")
+            for verb in ("get", "patch")
         ),
     }
     assert base <= overlay
@@ -1208,24 +1217,40 @@ def test_appwrapper_controller_may_run_volcano_jobs(rendered: tuple[Obj, ...]) -
     }
 
 
-def test_policies_configmap_equals_the_policies_directory() -> None:
-    policies = REPO / "policies"
-    if not policies.is_dir():
-        pytest.skip("policies/ does not exist yet: nothing to compare the ConfigMap with")
-    files = {
-        p.name: p.read_text(encoding="utf-8")
-        for p in sorted(policies.iterdir())
-        if p.is_file() and p.suffix in {".yaml", ".yml"}
-    }
-    assert files, "policies/ holds no policy file"
+def test_the_policies_configmap_installs_the_default_policy_only() -> None:
+    # policies/ holds the default and examples; only the default is installed, a copy of
+    # policies/default.yaml (examples such as team-a would wrap and restrict real namespaces).
     objs = render("base")
     policy_dir = flag(container(objs)["args"], "--policy")
     assert policy_dir
     configmap = the(objs, "ConfigMap", volume_mounted_at(objs, policy_dir)["configMap"]["name"])
-    assert configmap["data"] == files, (
-        "deploy/base/policies/ differs from policies/: copy the files over and list every file "
-        "in deploy/base/kustomization.yaml"
+    default = (REPO / "policies" / "default.yaml").read_text(encoding="utf-8")
+    assert configmap["data"] == {"default.yaml": default}, (
+        "deploy/base/policies/default.yaml differs from policies/default.yaml: copy it over"
     )
+    assert [p.name for p in (DEPLOY / "base" / "policies").iterdir()] == ["default.yaml"]
+
+
+def test_no_release_manifest_ships_an_example_policy() -> None:
+    examples = {p.name for p in (REPO / "policies").glob("*.yaml")} - {"default.yaml"}
+    assert examples, "policies/ keeps its examples"
+    for release in sorted((DEPLOY / "release").glob("*.yaml")):
+        for doc in yaml.safe_load_all(release.read_text(encoding="utf-8")):
+            if (
+                doc
+                and doc["kind"] == "ConfigMap"
+                and doc["metadata"]["name"] == "autowrap-policies"
+            ):
+                assert set(doc["data"]) == {"default.yaml"}, release.name
+
+
+def test_owner_references_component_grants_only_the_deletes() -> None:
+    component = DEPLOY / "components" / "owner-references-enforcement"
+    objs = [d for d in yaml.safe_load_all((component / "rbac.yaml").read_text()) if d]
+    grants = rbac_grants(objs, names.SERVICE_NAMESPACE, names.SERVICE_NAME)
+    assert {(g, r, v) for g, r, v, _, _ in grants} == OWNER_REFERENCE_DELETES
+    kube = importlib.import_module("webhook.shell.kube")
+    assert set(kube.RBAC) >= OWNER_REFERENCE_DELETES, "the component grants what the code lists"
 
 
 # --- the image ---------------------------------------------------------------------------------

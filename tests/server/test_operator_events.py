@@ -13,7 +13,7 @@ import pytest
 
 from tests.adopt.cluster import running_cluster
 from tests.server.harness import webhook_configurations
-from tests.server.test_self_managed import _args
+from tests.server.test_self_managed import _args, install_empty_secret
 from tests.support.cluster.resources import EVENTS
 from tests.support.fakekube import FakeKube
 from tests.support.pki import ServingPki
@@ -66,6 +66,7 @@ async def test_self_managed_renewal_and_cabundle_repair_raise_events(
         fake_kube.add_webhook_configuration(configuration)
     events = opevents.OperatorEvents(recording, names.SERVICE_NAMESPACE)
     opevents.install(events)
+    await asyncio.to_thread(install_empty_secret, fake_kubeconfig)
     await asyncio.to_thread(selfmanaged.prepare, _args(tmp_path / "a", fake_kubeconfig))
     await asyncio.sleep(0.05)
     await events.flush()

@@ -1,5 +1,6 @@
-"""Self-managed certificates: replicas share one Secret, and the webhook configurations'
-caBundle follows the CA in it, through the real Kubernetes client against the fake API."""
+"""Self-managed certificates: replicas share one Secret, shipped empty by the install, and the
+webhook configurations' caBundle follows the CA in it, through the real Kubernetes client
+against the fake API."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import datetime
 from argparse import Namespace
 from pathlib import Path
 
+import pytest
 from cryptography import x509
 
 from tests.server.harness import webhook_configurations
@@ -30,6 +32,18 @@ def _args(cert_dir: Path, kubeconfig: Path) -> Namespace:
     )
 
 
+def install_empty_secret(kubeconfig: Path, namespace: str = names.SERVICE_NAMESPACE) -> None:
+    """What `kubectl apply` of the self-managed manifests creates
+    (deploy/overlays/self-managed/secret.yaml): the TLS Secret with both keys empty."""
+    api_client = sync_api_client(str(kubeconfig))
+    try:
+        CertificateStore(api_client).write_secret(
+            namespace, SECRET, {certs.TLS_CERT: "", certs.TLS_KEY: ""}, create=True
+        )
+    finally:
+        api_client.close()
+
+
 def _ca_bundles(fake: FakeKube) -> set[str]:
     return {
         hook["clientConfig"].get("caBundle", "")
@@ -42,13 +56,19 @@ def _secret_pem(fake: FakeKube, key: str) -> bytes:
     return base64.b64decode(fake.secrets[(names.SERVICE_NAMESPACE, SECRET)]["data"][key])
 
 
-async def test_the_first_replica_creates_the_secret_and_points_every_webhook_at_its_ca(
+async def test_the_first_replica_fills_the_shipped_secret_and_points_every_webhook_at_its_ca(
     fake_kube: FakeKube, fake_kubeconfig: Path, tmp_path: Path
 ) -> None:
     for configuration in webhook_configurations():
         fake_kube.add_webhook_configuration(configuration)
+    await asyncio.to_thread(install_empty_secret, fake_kubeconfig)
+    created = len(fake_kube.requests_to("POST", "/secrets$"))
 
     await asyncio.to_thread(selfmanaged.prepare, _args(tmp_path, fake_kubeconfig))
+
+    assert len(fake_kube.requests_to("POST", "/secrets$")) == created, "autowrap creates none"
+    (put,) = fake_kube.requests_to("PUT", "/secrets/")
+    assert put.body["metadata"]["resourceVersion"], "a replace with a precondition"
 
     ca_pem = _secret_pem(fake_kube, certs.CA_CERT)
     assert _ca_bundles(fake_kube) == {certs.ca_bundle(ca_pem)}
@@ -67,6 +87,7 @@ async def test_a_second_replica_reuses_the_secret_and_changes_nothing(
 ) -> None:
     for configuration in webhook_configurations():
         fake_kube.add_webhook_configuration(configuration)
+    await asyncio.to_thread(install_empty_secret, fake_kubeconfig)
     await asyncio.to_thread(selfmanaged.prepare, _args(tmp_path / "a", fake_kubeconfig))
     patches_before = len(fake_kube.requests_to("PATCH", "webhookconfigurations"))
 
@@ -76,7 +97,7 @@ async def test_a_second_replica_reuses_the_secret_and_changes_nothing(
         tmp_path / "b" / certs.TLS_CERT
     ).read_bytes()
     assert len(fake_kube.requests_to("PATCH", "webhookconfigurations")) == patches_before
-    assert len(fake_kube.requests_to("POST", "/secrets$")) == 1
+    assert len(fake_kube.requests_to("PUT", "/secrets/")) == 1
 
 
 async def test_a_serving_certificate_close_to_expiry_is_renewed_under_the_same_ca(
@@ -107,3 +128,19 @@ async def test_a_serving_certificate_close_to_expiry_is_renewed_under_the_same_c
     left = cert.not_valid_after_utc - datetime.datetime.now(datetime.UTC)
     assert left > selfmanaged.RENEW_BEFORE
     assert _secret_pem(fake_kube, certs.TLS_CERT) == base64.b64decode(renewed[certs.TLS_CERT])
+
+
+async def test_a_missing_secret_is_an_install_error_and_nothing_is_created(
+    fake_kube: FakeKube, fake_kubeconfig: Path, tmp_path: Path
+) -> None:
+    for configuration in webhook_configurations():
+        fake_kube.add_webhook_configuration(configuration)
+
+    with pytest.raises(selfmanaged.MissingSecret) as raised:
+        await asyncio.to_thread(selfmanaged.prepare, _args(tmp_path, fake_kubeconfig))
+
+    message = str(raised.value)
+    assert f"Secret {names.SERVICE_NAMESPACE}/{SECRET} not found" in message
+    assert "re-apply" in message and "kubectl create secret" in message
+    assert not fake_kube.requests_to("POST", "/secrets"), "autowrap has no create on Secrets"
+    assert (names.SERVICE_NAMESPACE, SECRET) not in fake_kube.secrets

@@ -12,6 +12,7 @@ import pytest
 from cryptography import x509
 
 from tests.server.harness import webhook_configurations
+from tests.server.test_self_managed import install_empty_secret
 from tests.support.fakekube import FakeKube
 from webhook import cli, names
 from webhook.controller import own_namespace
@@ -59,6 +60,7 @@ async def test_the_certificate_follows_the_pod_namespace_and_service_name(
         service_name="jobwrap",
     )
 
+    await asyncio.to_thread(install_empty_secret, fake_kubeconfig, "platform-webhooks")
     await asyncio.to_thread(selfmanaged.prepare, args)
 
     assert ("platform-webhooks", SECRET) in fake_kube.secrets

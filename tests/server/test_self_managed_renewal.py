@@ -16,6 +16,7 @@ from cryptography import x509
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.server.harness import webhook_configurations
+from tests.server.test_self_managed import install_empty_secret
 from tests.support.fakekube import FakeKube
 from webhook import names
 from webhook.shell import certs, selfmanaged
@@ -114,9 +115,10 @@ async def test_racing_replicas_point_every_webhook_at_the_one_ca_in_the_secret(
         assert (tmp_path / str(i) / certs.CA_CERT).read_bytes() == ca_pem
 
 
-async def test_two_replicas_creating_the_secret_at_once_keep_the_first(
+async def test_two_replicas_on_the_shipped_empty_secret_keep_the_first_ca(
     fake_kube: FakeKube, fake_kubeconfig: Path
 ) -> None:
+    await asyncio.to_thread(install_empty_secret, fake_kubeconfig)
     api_client = sync_api_client(str(fake_kubeconfig))
     plain = CertificateStore(api_client)
     results: dict[str, dict[str, str]] = {}
@@ -132,9 +134,11 @@ async def test_two_replicas_creating_the_secret_at_once_keep_the_first(
     api_client.close()
 
     assert results["a"] == results["b"] == fake_kube.secrets[(NS, SECRET)]["data"]
-    first, late_post = fake_kube.requests_to("POST", "/secrets$")
+    first, late_put = fake_kube.requests_to("PUT", "/secrets/")
     assert first.body["data"] == fake_kube.secrets[(NS, SECRET)]["data"]
-    assert late_post.body["data"] != first.body["data"], "the late replica's CA was refused"
+    assert late_put.body["metadata"]["resourceVersion"], "a replace with a precondition"
+    assert late_put.body["data"] != first.body["data"], "the late replica's CA was refused"
+    assert len(fake_kube.requests_to("POST", "/secrets$")) == 1, "only the install's create"
 
 
 def test_serving_certificates_are_issued_for_90_days_and_renewed_at_two_thirds() -> None:
@@ -158,6 +162,7 @@ async def test_the_timer_renews_a_due_certificate_while_the_server_runs(
 ) -> None:
     for configuration in webhook_configurations():
         fake_kube.add_webhook_configuration(configuration)
+    await asyncio.to_thread(install_empty_secret, fake_kubeconfig)
     args = _args(tmp_path, fake_kubeconfig)
     first = await asyncio.to_thread(selfmanaged.prepare, args)
     # Time passes: the certificate in the Secret is now one with days to go.
@@ -192,3 +197,26 @@ async def test_the_timer_renews_a_due_certificate_while_the_server_runs(
     }
     expiry = exposed["autowrap_certificate_expiry_timestamp_seconds"]
     assert expiry == on_disk.not_valid_after_utc.timestamp(), "the metric follows the renewal"
+
+
+async def test_a_blanked_serving_pair_is_reissued_under_the_ca_in_the_secret(
+    fake_kube: FakeKube, fake_kubeconfig: Path
+) -> None:
+    # Upgrading from a release that created the Secret itself: `kubectl apply` of the shipped,
+    # empty Secret over it blanks tls.crt and tls.key and keeps ca.crt and ca.key.
+    ca = certs.make_ca()
+    api_client = sync_api_client(str(fake_kubeconfig))
+    store = CertificateStore(api_client)
+    blanked = {certs.CA_CERT: _b64(ca.cert_pem), certs.CA_KEY: _b64(ca.key_pem),
+               certs.TLS_CERT: "", certs.TLS_KEY: ""}  # fmt: skip
+    await asyncio.to_thread(store.write_secret, NS, SECRET, blanked, create=True)
+
+    settled = await asyncio.to_thread(
+        selfmanaged.ensure, store, namespace=NS, secret=SECRET, service=names.SERVICE_NAME
+    )
+    api_client.close()
+
+    assert settled[certs.CA_CERT] == blanked[certs.CA_CERT], "the caBundle stays"
+    served = x509.load_pem_x509_certificate(base64.b64decode(settled[certs.TLS_CERT]))
+    assert served.issuer == x509.load_pem_x509_certificate(ca.cert_pem).subject
+    assert fake_kube.secrets[(NS, SECRET)]["data"] == settled

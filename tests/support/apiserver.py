@@ -17,7 +17,12 @@ Line citations are to k8s.io/apiserver at 24a394e5. One write goes, as upstream:
    validation (``validate_object``: a CRD's schema, for instance) may refuse the object with
    its 422 before any validating webhook is called (pkg/registry/generic/registry/store.go:569
    rest.BeforeCreate before :575 createValidation; :825 rest.BeforeUpdate before :839-843);
-4. validating webhooks, all at once.
+4. ValidatingAdmissionPolicies (``admission_policies``: tests/support/admission_policy.py),
+   after the mutating webhooks and before the validating ones, as kube-apiserver orders its
+   admission plugins (kubernetes pkg/kubeapiserver/options/plugins.go ``AllOrderedPlugins``:
+   MutatingAdmissionWebhook, ValidatingAdmissionPolicy, ValidatingAdmissionWebhook); a denial
+   there means no validating webhook is called;
+5. validating webhooks, all at once.
 
 Where kube-apiserver is non-deterministic (which of several failing validating webhooks is
 reported) the emulator behaves as kube-apiserver does: every validating webhook runs to
@@ -61,6 +66,7 @@ import aiohttp
 import jsonpatch
 import jsonpointer
 
+from tests.support.admission_policy import PolicySet, denial_status
 from tests.support.pki import client_ssl_context
 
 JsonDict = dict[str, Any]
@@ -100,6 +106,14 @@ KNOWN_RESOURCES: dict[tuple[str, str], tuple[str, bool]] = {
 }
 
 _OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT", "*"})
+_EXEMPT_FROM_POLICIES = frozenset(
+    {
+        "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
+)
 _SCOPES = frozenset({"*", "Cluster", "Namespaced"})
 _SIDE_EFFECTS = frozenset({"None", "NoneOnDryRun", "Some", "Unknown"})
 _SELECTOR_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
@@ -772,7 +786,9 @@ class ApiserverEmulator:
     label is added automatically); when it is ``None`` every namespace exists with only that
     label. ``match_conditions`` maps each CEL expression of the configurations to a Python
     predicate over the AdmissionRequest dict. ``max_request_body_bytes`` is kube-apiserver's
-    ``--max-request-body-bytes`` (3 MiB unless changed).
+    ``--max-request-body-bytes`` (3 MiB unless changed). ``admission_policies`` are documents
+    among which the ValidatingAdmissionPolicies and their bindings are applied (other kinds
+    are ignored, so a whole rendered manifest can be passed).
     """
 
     def __init__(
@@ -787,6 +803,7 @@ class ApiserverEmulator:
         strict: bool = False,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         max_request_body_bytes: int = MAX_REQUEST_BODY_BYTES,
+        admission_policies: Iterable[JsonDict] = (),
     ) -> None:
         self.host = host
         self.port = port
@@ -794,6 +811,8 @@ class ApiserverEmulator:
         self.request_timeout = request_timeout
         self.max_request_body_bytes = max_request_body_bytes
         self._match_conditions = dict(match_conditions or {})
+        documents = list(admission_policies)
+        self.admission_policies = PolicySet(documents) if documents else None
         self.mutating, self.validating = parse_configurations(
             configurations, ca_bundle, self._match_conditions
         )
@@ -896,6 +915,7 @@ class ApiserverEmulator:
             # registry/rest/create.go:224-230: validating webhooks get the request's name or,
             # when it had none (generateName), the name now in the object.
             attempt.name = attempt.name or str((current.get("metadata") or {}).get("name") or "")
+            self._run_admission_policies(attempt, current)
             await self._run_validating(attempt, current)
             current = self._finish_write(current, info, ns, operation, dry_run, persist)
         except _Reject as rej:
@@ -1188,6 +1208,84 @@ class ApiserverEmulator:
             await self._call(hook, attempt, obj, round_=0)
         except _CallError as err:
             self._fail_or_ignore(hook, attempt, err)
+
+    # -- ValidatingAdmissionPolicy -------------------------------------------------------------
+
+    def _run_admission_policies(self, attempt: _Attempt, obj: JsonDict) -> None:
+        """Every matching policy and binding; the first denial collected is the answer.
+
+        Writes of the admission configuration itself (webhook configurations, policies and
+        bindings) never reach a policy: webhook/predicates/rules/rules.go
+        IsExemptAdmissionConfigurationResource, which the policy plugin applies before
+        dispatching."""
+        if self.admission_policies is None:
+            return
+        info = attempt.info
+        if info.group == "admissionregistration.k8s.io" and info.kind in _EXEMPT_FROM_POLICIES:
+            return
+        request = self._review(attempt, obj, str(uuid.uuid4()))["request"]
+        namespace_object = None
+        if attempt.namespace:
+            labels = self._namespace_labels(attempt.namespace) or {}
+            namespace_object = {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": attempt.namespace, "labels": dict(labels)},
+            }
+
+        def matches(selectors: Any) -> bool:
+            return self._policy_matches(selectors, attempt, obj)
+
+        outcome = self.admission_policies.evaluate(
+            request, matches=matches, namespace_object=namespace_object
+        )
+        for warning in outcome.warnings:
+            attempt.warnings.add(warning)
+        if outcome.denied:
+            raise _Reject(
+                denial_status(
+                    outcome.denied[0],
+                    info.qualified_resource,
+                    attempt.name,
+                    info.group,
+                    info.resource,
+                )  # fmt: skip
+            )
+
+    def _policy_matches(self, selectors: Any, attempt: _Attempt, obj: JsonDict) -> bool:
+        """matchConstraints / matchResources: the same predicates as a webhook's rules and
+        selectors (policy/matching builds on webhook/predicates), plus excludeResourceRules."""
+        info = attempt.info
+        if attempt.namespace:
+            ns_labels = self._namespace_labels(attempt.namespace) or {}
+            if not selector_matches(selectors.namespace_selector, ns_labels):
+                return False
+        new_labels = (obj.get("metadata") or {}).get("labels") or {}
+        old_labels = ((attempt.old_object or {}).get("metadata") or {}).get("labels") or {}
+        if selectors.object_selector and not (
+            (
+                attempt.operation != "DELETE"
+                and selector_matches(selectors.object_selector, new_labels)
+            )
+            or (
+                attempt.old_object is not None
+                and selector_matches(selectors.object_selector, old_labels)
+            )
+        ):
+            return False
+        if selectors.rules and not any(
+            rule_matches(r, attempt.operation, info, attempt.namespace) for r in selectors.rules
+        ):
+            return False
+        return not any(
+            rule_matches(
+                {**r, "operations": r.get("operations") or ["*"]},
+                attempt.operation,
+                info,
+                attempt.namespace,
+            )  # fmt: skip
+            for r in selectors.exclude
+        )
 
     # -- failure handling ----------------------------------------------------------------------
 

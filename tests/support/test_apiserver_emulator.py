@@ -1341,3 +1341,183 @@ async def test_in_process_validators_run_with_the_configured_ones(
     )
     assert len(stubs.reviews("/validate")) == 1, "the configured webhook was called too"
     assert seen[0]["operation"] == "CREATE" and seen[0]["object"]["metadata"]["name"] == "p"
+
+
+# --- ValidatingAdmissionPolicy ------------------------------------------------------------------
+
+
+def _policy(name: str, validations: list[JsonDict], **spec: Any) -> list[JsonDict]:
+    """A policy on pod CREATE/UPDATE and its binding (binding options under ``binding``)."""
+    binding = spec.pop("binding", {})
+    constraints = spec.pop("matchConstraints", {})
+    return [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name},
+            "spec": {
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "resources": ["pods"],
+                            "operations": ["CREATE", "UPDATE"],
+                        }
+                    ],
+                    **constraints,
+                },
+                "validations": validations,
+                **spec,
+            },
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": f"{name}-binding"},
+            "spec": {"policyName": name, "validationActions": ["Deny"], **binding},
+        },
+    ]
+
+
+def _vap_pod(**labels: str) -> JsonDict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "team-a", "labels": labels},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }
+
+
+def _vap_emulator(documents: list[JsonDict], **kwargs: Any) -> ApiserverEmulator:
+    return ApiserverEmulator("127.0.0.1", 9, admission_policies=documents, **kwargs)
+
+
+async def test_vap_denial_without_a_reason_is_422_invalid_with_the_expression() -> None:
+    # validator.go: no reason -> StatusReasonInvalid; no message -> "failed expression: ...";
+    # dispatcher.go: admission.NewForbidden's message, then the reason's code.
+    docs = _policy(
+        "no-latest", [{"expression": "object.spec.containers.all(c, c.image != 'busybox')"}]
+    )
+    result = await _vap_emulator(docs).admit("CREATE", _vap_pod())
+    assert not result.allowed
+    assert (result.status_code, result.reason) == (422, "Invalid")
+    assert result.message == (
+        "pods \"p\" is forbidden: ValidatingAdmissionPolicy 'no-latest' with binding "
+        "'no-latest-binding' denied request: failed expression: "
+        "object.spec.containers.all(c, c.image != 'busybox')"
+    )
+    assert result.status is not None
+    assert result.status["details"]["causes"][0]["message"].startswith("ValidatingAdmissionPolicy")
+
+
+async def test_vap_message_expression_then_message_then_reason_code() -> None:
+    docs = _policy(
+        "named",
+        [
+            {
+                "expression": "false",
+                "messageExpression": "'image ' + object.spec.containers[0].image",
+                "message": "static",
+                "reason": "Forbidden",
+            },
+            {"expression": "false", "messageExpression": "'two\\nlines'", "message": "fallback"},
+        ],
+    )
+    result = await _vap_emulator(docs).admit("CREATE", _vap_pod())
+    assert (result.status_code, result.reason) == (403, "Forbidden")
+    assert result.message.endswith("denied request: image busybox")
+    docs[0]["spec"]["validations"].pop(0)
+    result = await _vap_emulator(docs).admit("CREATE", _vap_pod())
+    assert result.message.endswith("denied request: fallback"), "multi-line messages fall back"
+
+
+@pytest.mark.parametrize(("failure_policy", "allowed"), [("Fail", False), ("Ignore", True)])
+async def test_vap_evaluation_errors_follow_the_failure_policy(
+    failure_policy: str, allowed: bool
+) -> None:
+    docs = _policy("reads-missing", [{"expression": "object.spec.nodeName == 'n1'"}],
+                   failurePolicy=failure_policy)  # fmt: skip
+    result = await _vap_emulator(docs).admit("CREATE", _vap_pod())
+    assert result.allowed is allowed
+
+
+async def test_vap_match_conditions_variables_and_old_object() -> None:
+    docs = _policy(
+        "keep-team",
+        [{"expression": "variables.team == variables.oldTeam", "message": "team is fixed"}],
+        matchConditions=[{"name": "updates", "expression": "request.operation == 'UPDATE'"}],
+        variables=[
+            {"name": "team", "expression": "object.metadata.labels['team']"},
+            {"name": "oldTeam", "expression": "oldObject.metadata.labels['team']"},
+            # Never read: its error must not matter (upstream evaluates variables lazily).
+            {"name": "unused", "expression": "object.spec.nodeName"},
+        ],
+    )
+    emulator = _vap_emulator(docs)
+    assert (await emulator.admit("CREATE", _vap_pod(team="a"))).allowed, "matchConditions false"
+    old = _vap_pod(team="a")
+    assert (await emulator.admit("UPDATE", _vap_pod(team="a"), old_object=old)).allowed
+    changed = await emulator.admit("UPDATE", _vap_pod(team="b"), old_object=old)
+    assert not changed.allowed and changed.message.endswith("team is fixed")
+
+
+async def test_vap_selectors_and_binding_match_resources() -> None:
+    docs = _policy(
+        "labelled-only",
+        [{"expression": "false", "message": "no"}],
+        matchConstraints={"objectSelector": {"matchLabels": {"guarded": "yes"}}},
+        binding={"matchResources": {"namespaceSelector": {"matchLabels": {"tier": "prod"}}}},
+    )
+    emulator = _vap_emulator(docs, namespace_labels={"team-a": {"tier": "prod"}, "dev": {}})
+    assert (await emulator.admit("CREATE", _vap_pod())).allowed, "objectSelector"
+    assert not (await emulator.admit("CREATE", _vap_pod(guarded="yes"))).allowed
+    in_dev = _vap_pod(guarded="yes")
+    in_dev["metadata"]["namespace"] = "dev"
+    assert (await emulator.admit("CREATE", in_dev)).allowed, "the binding's namespaceSelector"
+    # An UPDATE that removes the label is still matched through the old object's labels.
+    removed = await emulator.admit("UPDATE", _vap_pod(), old_object=_vap_pod(guarded="yes"))
+    assert not removed.allowed
+
+
+async def test_vap_warn_and_a_denial_before_any_validating_webhook() -> None:
+    warn = _policy("warns", [{"expression": "false", "message": "careful"}],
+                   binding={"validationActions": ["Warn"]})  # fmt: skip
+    result = await _vap_emulator(warn).admit("CREATE", _vap_pod())
+    assert result.allowed
+    assert result.warnings == (
+        "Validation failed for ValidatingAdmissionPolicy 'warns' with binding 'warns-binding': "
+        "careful",
+    )
+    called: list[JsonDict] = []
+    deny = _policy("denies", [{"expression": "false"}])
+    result = await _vap_emulator(deny).admit(
+        "CREATE", _vap_pod(), validators=[("after", lambda request: called.append(request))]
+    )
+    assert not result.allowed
+    assert called == [], "ValidatingAdmissionPolicy runs before the validating webhooks"
+
+
+async def test_vap_without_a_binding_does_nothing() -> None:
+    docs = _policy("unbound", [{"expression": "false"}])[:1]
+    assert (await _vap_emulator(docs).admit("CREATE", _vap_pod())).allowed
+
+
+async def test_vap_never_judges_the_admission_configuration_itself() -> None:
+    docs = _policy("everything", [{"expression": "false"}])
+    docs[0]["spec"]["matchConstraints"]["resourceRules"] = [
+        {"apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"], "operations": ["*"]}
+    ]
+    emulator = _vap_emulator(docs)
+    assert not (await emulator.admit("CREATE", _vap_pod())).allowed
+    configuration = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "autowrap-validating"},
+        "webhooks": [],
+    }
+    result = await emulator.admit(
+        "UPDATE", configuration, old_object=configuration,
+        resource="validatingwebhookconfigurations", namespaced=False,
+    )  # fmt: skip
+    assert result.allowed, "rules.go IsExemptAdmissionConfigurationResource"

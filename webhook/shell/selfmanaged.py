@@ -1,12 +1,14 @@
 """Self-managed certificates: autowrap keeps its serving certificate in a Secret of its own
 namespace and the caBundle of its webhook configurations current, without cert-manager.
 
-All replicas share one Secret, and one CA wins: the Secret is created (a replica that meets
-AlreadyExists re-reads it) or replaced with its resourceVersion as a precondition (a replica
-that meets a Conflict re-reads it), and every replica then uses what the Secret holds after
-the write settled: the files in --cert-dir and the caBundles come from that re-read, never
-from what this replica generated. So two replicas starting on a Secret without ``ca.key``
-(what cert-manager leaves) end with one CA, not two caBundles fighting.
+The Secret is part of the install (deploy/overlays/self-managed/secret.yaml ships it empty), so
+autowrap needs no ``create`` on Secrets: it only reads and replaces that one Secret by name. A
+missing Secret is an install error, said as such. All replicas share the Secret, and one CA
+wins: the Secret is replaced with its resourceVersion as a precondition (a replica that meets a
+Conflict re-reads it), and every replica then uses what the Secret holds after the write
+settled: the files in --cert-dir and the caBundles come from that re-read, never from what this
+replica generated. So two replicas starting on an empty Secret, or on one without ``ca.key``
+(what cert-manager leaves), end with one CA, not two caBundles fighting.
 
 The serving certificate is issued for SERVING_DAYS and renewed at two thirds of its validity,
 at start and on a timer while the pod runs (the CA, valid ten years, is kept, so the caBundle
@@ -40,6 +42,19 @@ CHECK_EVERY = datetime.timedelta(hours=1)
 ATTEMPTS = 5
 
 
+class MissingSecret(RuntimeError):
+    """The serving Secret the install should have created is not there."""
+
+    def __init__(self, namespace: str, secret: str) -> None:
+        super().__init__(
+            f"Secret {namespace}/{secret} not found: --self-managed-certs writes the certificate "
+            f"into an existing Secret and does not create one (autowrap has no create on "
+            f"Secrets). The self-managed manifests ship it empty: re-apply them, or create it "
+            f"with kubectl create secret generic {secret} -n {namespace} --type "
+            f"kubernetes.io/tls --from-literal=tls.crt= --from-literal=tls.key="
+        )
+
+
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
@@ -57,26 +72,37 @@ def renew_time(data: dict[str, str]) -> datetime.datetime:
 
 
 def _usable(data: dict[str, str] | None) -> bool:
+    """A CA pair and a serving pair, the serving certificate readable and not yet due. An empty
+    or unreadable serving certificate (the shipped Secret, or one a `kubectl apply` of the
+    manifests over a Secret made before it was shipped blanked) is re-issued, under the CA in
+    the Secret when there is one, so the caBundle stays."""
     if not data or not all(
-        k in data for k in (certs.CA_CERT, certs.CA_KEY, certs.TLS_CERT, certs.TLS_KEY)
+        data.get(k) for k in (certs.CA_CERT, certs.CA_KEY, certs.TLS_CERT, certs.TLS_KEY)
     ):
         return False
-    return datetime.datetime.now(datetime.UTC) < renew_time(data)
+    try:
+        due = renew_time(data)
+    except ValueError:
+        return False
+    return datetime.datetime.now(datetime.UTC) < due
 
 
 def ensure(store: CertificateStore, *, namespace: str, secret: str, service: str) -> dict[str, str]:
     """The Secret's data once settled, creating or renewing the pair where needed.
 
-    Whatever this replica generates is only a proposal: the write is conditional (create, or
-    replace at the resourceVersion read), and the answer is always the Secret as read back.
+    Whatever this replica generates is only a proposal: the write is a replace at the
+    resourceVersion read, and the answer is always the Secret as read back. The Secret must
+    exist (the install ships it); autowrap does not create it.
     """
     for _ in range(ATTEMPTS):
         found = store.read_secret_version(namespace, secret)
-        data, version = found if found is not None else (None, "")
+        if found is None:
+            raise MissingSecret(namespace, secret)
+        data, version = found
         if _usable(data):
             assert data is not None
             return data
-        if data and certs.CA_CERT in data and certs.CA_KEY in data:
+        if data.get(certs.CA_CERT) and data.get(certs.CA_KEY):
             ca = certs.Pair(_unb64(data, certs.CA_CERT), _unb64(data, certs.CA_KEY))
         else:
             ca = certs.make_ca()
@@ -88,7 +114,7 @@ def ensure(store: CertificateStore, *, namespace: str, secret: str, service: str
             certs.TLS_KEY: _b64(serving.key_pem),
         }
         written = store.write_secret(
-            namespace, secret, fresh, create=found is None, resource_version=version
+            namespace, secret, fresh, create=False, resource_version=version
         )
         if not written:
             log.info("another replica wrote the certificate Secret first; using its contents",
