@@ -13,21 +13,6 @@ REPO = Path(__file__).resolve().parents[1]
 
 README_MAX_LINES = 400
 
-# Pages being written in parallel with the change that moved the README's content into docs/.
-# Links to them are allowed while they are missing; remove an entry once its page is merged.
-PENDING = {"docs/install.md"}
-PENDING_PAGES = {Path(p).name for p in PENDING if p.startswith("docs/")}
-
-# Links in pages edited in parallel that still point at README sections which moved to docs/
-# (upgrade, prerequisites, smoke test: docs/install.md and docs/upgrading.md; metrics:
-# docs/operations.md#metrics). Allowed until those pages are merged; then remove each entry.
-STALE_ELSEWHERE = {
-    ("docs/upgrading.md", "../README.md#upgrade"),
-    ("docs/upgrading.md", "../README.md#metrics"),
-    ("docs/upgrading.md", "../README.md#prerequisites"),
-    ("docs/upgrading.md", "../README.md#smoke-test"),
-}
-
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 CODE_SPAN = re.compile(r"`[^`]*`")
 
@@ -81,14 +66,10 @@ def relative_links() -> list[tuple[str, int, str]]:
 
 @pytest.mark.parametrize(("doc", "line", "target"), relative_links())
 def test_every_relative_link_resolves(doc: str, line: int, target: str) -> None:
-    if (doc, target) in STALE_ELSEWHERE:
-        pytest.skip(f"{doc}: {target} is updated by a change merged separately")
     path, _, anchor = target.partition("#")
     source = REPO / doc
     destination = (source.parent / path).resolve() if path else source
     name = destination.relative_to(REPO).as_posix() if destination.is_relative_to(REPO) else path
-    if not destination.exists() and name in PENDING:
-        pytest.skip(f"{name} is pending (see PENDING)")
     assert destination.exists(), f"{doc}:{line}: {target} points at a missing file"
     if anchor:
         assert destination.suffix == ".md", f"{doc}:{line}: {target}: an anchor outside Markdown"
@@ -120,7 +101,7 @@ def test_the_docs_index_lists_every_page() -> None:
     index = (REPO / "docs" / "README.md").read_text(encoding="utf-8")
     listed = {target for _, line in prose_lines(REPO / "docs" / "README.md")
               for target in LINK.findall(line)}  # fmt: skip
-    pages = {p.name for p in (REPO / "docs").glob("*.md") if p.name != "README.md"} | PENDING_PAGES
+    pages = {p.name for p in (REPO / "docs").glob("*.md") if p.name != "README.md"}
     missing = sorted(page for page in pages if page not in listed)
     assert index and not missing, f"docs/README.md does not list {missing}"
 

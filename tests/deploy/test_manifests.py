@@ -61,12 +61,10 @@ CLUSTER_SCOPED_KINDS = {
     "ValidatingAdmissionPolicyBinding",
 }
 # Calls the server's code lists (kube.RBAC) that the base ClusterRole does not grant:
-#   - the deletes exist only for OwnerReferencesPermissionEnforcement, and are granted by the
-#     component deploy/components/owner-references-enforcement;
-#   - pods are released by a JSON patch, never a PUT (once the controller's list says so too,
-#     the subtraction is empty).
+# the deletes exist only for OwnerReferencesPermissionEnforcement, and are granted by the
+# component deploy/components/owner-references-enforcement.
 OWNER_REFERENCE_DELETES = {("batch.volcano.sh", "jobs", "delete"), ("", "pods", "delete")}
-NOT_GRANTED = OWNER_REFERENCE_DELETES | {("", "pods", "update")}
+NOT_GRANTED = OWNER_REFERENCE_DELETES
 
 Obj = dict[str, Any]
 

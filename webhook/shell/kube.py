@@ -98,7 +98,8 @@ CONTROLLER_CALLS: Final = (
     ("", "pods", "list"),
     ("", "pods", "watch"),
     ("", "pods", "patch"),
-    ("", "pods", "update"),
+    # Kueue's admission of an AppWrapper, from its Workload (released pods follow it).
+    (KUEUE_GROUP, "workloads", "list"),
     # Never called: setting an object's ownerReferences in an update requires delete on it
     # where OwnerReferencesPermissionEnforcement is enabled (OpenShift; adopt-mode.md K4).
     ("batch.volcano.sh", "jobs", "delete"),
