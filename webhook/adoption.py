@@ -756,7 +756,9 @@ STATUS_LIMIT = 4096
 def bounded(text: str) -> str:
     if len(text) <= STATUS_LIMIT:
         return text
-    return text[: STATUS_LIMIT - 80].rstrip() + " … (cut; `autowrap check` on the manifest lists all)"
+    return (
+        text[: STATUS_LIMIT - 80].rstrip() + " … (cut; `autowrap check` on the manifest lists all)"
+    )
 
 
 def escaped(appwrapper: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> int:
@@ -774,9 +776,7 @@ def escaped(appwrapper: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) ->
     )
 
 
-def status(
-    appwrapper: Mapping[str, Any] | None, *, pending: bool, escaped_pods: int = 0
-) -> Status:
+def status(appwrapper: Mapping[str, Any] | None, *, pending: bool, escaped_pods: int = 0) -> Status:
     if appwrapper is not None and escaped_pods:
         return Status(
             f"{escaped_pods} pod(s) run without Kueue's admission: their scheduling gate "

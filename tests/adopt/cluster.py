@@ -13,10 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.deploy.test_manifests import render
 from tests.server.harness import REPO, cel_predicates, webhook_configurations
 from tests.support.apiserver import ApiserverEmulator, UserInfo
 from tests.support.cluster.cluster import FakeCluster
 from tests.support.cluster.resources import ALL, APPWRAPPERS, EVENTS, LOCALQUEUES, PODS, VCJOBS
+from tests.support.fakekube import write_kubeconfig
 from tests.support.pki import ServingPki
 from tests.support.policies import in_mode
 from tests.support.sim import Simulators, simulated
@@ -27,6 +29,12 @@ Obj = dict[str, Any]
 NAMESPACE = "ml"
 QUEUE = "team-queue"
 ALICE = UserInfo(username="alice", groups=("system:authenticated",))
+AUTOWRAP = UserInfo(
+    username=f"system:serviceaccount:{names.SERVICE_NAMESPACE}:autowrap",
+    groups=("system:serviceaccounts", f"system:serviceaccounts:{names.SERVICE_NAMESPACE}",
+            "system:authenticated"),
+)  # fmt: skip
+AUTOWRAP_TOKEN = "autowrap-serviceaccount-token"
 FLAVORS = {
     "a100": {
         "nodeLabels": {"cloud.example/pool": "a100"},
@@ -180,8 +188,10 @@ async def running_cluster(
     configurations = webhook_configurations()
     emulator = ApiserverEmulator("127.0.0.1", 0, configurations,
                                  match_conditions=cel_predicates(configurations),
-                                 ca_bundle=pki.ca_bundle)  # fmt: skip
-    api = FakeCluster(emulator=emulator)
+                                 ca_bundle=pki.ca_bundle,
+                                 admission_policies=render("base"))  # fmt: skip
+    # autowrap runs as its own ServiceAccount, so the cluster's policies on its writes apply.
+    api = FakeCluster(emulator=emulator, users={AUTOWRAP_TOKEN: AUTOWRAP})
     await api.start()
     api.add_namespace(NAMESPACE, labels=dict(namespace_labels or {}))
     api.add_namespace(names.SERVICE_NAMESPACE)
@@ -195,7 +205,7 @@ async def running_cluster(
     options = server.Options(
         host="127.0.0.1", port=0, metrics_port=0, cert_dir=cert_dir,
         policy_path=_policies(tmp_path, extra_policies, mode),
-        kubeconfig=str(api.write_kubeconfig(tmp_path / "kubeconfig")),
+        kubeconfig=str(write_kubeconfig(tmp_path / "kubeconfig", api.url, AUTOWRAP_TOKEN)),
         reload_interval=60.0, drain_timeout=5.0, controller=controller,
         controller_namespace=names.SERVICE_NAMESPACE, controller_identity="autowrap-0",
     )  # fmt: skip

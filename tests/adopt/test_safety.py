@@ -146,3 +146,35 @@ async def test_adopt_mode_creates_an_appwrapper_only_for_who_may_create_one(
             raise AssertionError("the create was allowed")
         await cluster.settle()
         assert cluster.job() is None and cluster.appwrappers() == []
+
+
+async def test_a_user_can_neither_take_the_gate_off_nor_resize_an_adopted_job(
+    webhook_pki: ServingPki, tmp_path: Path
+) -> None:
+    from tests.support.cluster.patches import JSON_PATCH, MERGE_PATCH
+
+    async with running_cluster(webhook_pki, tmp_path, auto_admit=False) as cluster:
+        await cluster.api.create(VCJOBS, vcjob(workers=1), user=ALICE)
+        await cluster.settle()
+        pods = cluster.pods()
+        assert pods and all(p["spec"].get("schedulingGates") for p in pods)
+
+        remove_gate = [{"op": "remove", "path": "/spec/schedulingGates/0"}]
+        try:
+            await cluster.api.patch(PODS, NAMESPACE, pods[0]["metadata"]["name"], remove_gate,
+                                    JSON_PATCH, user=ALICE)  # fmt: skip
+        except ApiError as exc:
+            assert exc.status == 403 and names.ADMISSION_GATE in exc.message
+        else:
+            raise AssertionError("the gate came off")
+        tasks = copy.deepcopy(cluster.job()["spec"]["tasks"])  # type: ignore[index]
+        tasks[1]["replicas"] = 6
+        try:
+            await cluster.api.patch(VCJOBS, NAMESPACE, "train", {"spec": {"tasks": tasks}},
+                                    MERGE_PATCH, user=ALICE)  # fmt: skip
+        except ApiError as exc:
+            assert exc.status == 403 and "replicas" in exc.message
+        else:
+            raise AssertionError("the adopted job was resized")
+        await cluster.settle()
+        assert all(p["spec"].get("schedulingGates") for p in cluster.pods())
