@@ -1,0 +1,219 @@
+"""``autowrap uninstall``: take autowrap out of a cluster leaving nothing to resurrect and
+nothing stuck.
+
+Removing autowrap's Deployment and the adoption finalizers by hand is not enough: an AppWrapper
+queued for an object that is deleted meanwhile would, once Kueue admits it, make its controller
+create the object again from the template, and a prepared object that never ran keeps gated
+pods that nothing will release. The steps, in an order where no step undoes an earlier one:
+
+1. the webhook configurations and the ValidatingAdmissionPolicies go (nothing new is prepared,
+   and nothing fails closed on a service that is leaving);
+2. the controller goes (the Deployment, waited for), so nothing re-adopts what follows;
+3. each object autowrap prepared: one that never ran (its AppWrapper never admitted, or none)
+   is deleted with its AppWrapper, since it cannot run without autowrap; one that ran keeps
+   running under its AppWrapper, and only loses the finalizer;
+4. AppWrappers autowrap made for objects that are gone and that never ran are deleted;
+5. the rest of the install: its ClusterRoles and bindings (except the one the AppWrapper
+   controller needs for the Volcano Jobs it still runs) and its namespace, when that namespace
+   was created by the install (labelled as part of autowrap).
+
+Every delete names the uid it read. ``dry_run`` says what would be done and does nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook import adoption, kinds, names, objects, provenance
+from webhook.shell.kube import APPWRAPPERS, ApiFailure, Kind, KubeClient
+
+PART_OF = "app.kubernetes.io/part-of=autowrap"
+TIMEOUT = 30.0
+# Kept: the AppWrapper controller still needs it for the Volcano Jobs it runs.
+KEPT_CLUSTER_ROLES = frozenset({"autowrap-appwrapper-volcano-jobs"})
+
+_ADMISSION = "admissionregistration.k8s.io"
+_WEBHOOK_KINDS = (
+    Kind(_ADMISSION, "v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration",
+         namespaced=False),
+    Kind(_ADMISSION, "v1", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration",
+         namespaced=False),
+    Kind(_ADMISSION, "v1", "validatingadmissionpolicybindings",
+         "ValidatingAdmissionPolicyBinding", namespaced=False),
+    Kind(_ADMISSION, "v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy",
+         namespaced=False),
+)  # fmt: skip
+_RBAC = "rbac.authorization.k8s.io"
+_INSTALL_KINDS = (
+    Kind(_RBAC, "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False),
+    Kind(_RBAC, "v1", "clusterroles", "ClusterRole", namespaced=False),
+)
+_DEPLOYMENTS = Kind("apps", "v1", "deployments", "Deployment")
+_PODS = Kind("", "v1", "pods", "Pod")
+_NAMESPACES = Kind("", "v1", "namespaces", "Namespace", namespaced=False)
+
+
+@dataclass
+class Summary:
+    """What was done (or, in a dry run, would be), one line each."""
+
+    actions: list[str] = field(default_factory=list)
+    left: list[str] = field(default_factory=list)
+
+
+def _object_kinds() -> list[Kind]:
+    found = []
+    for adapter in kinds.KINDS:
+        group, _, version = adapter.api_version.rpartition("/")
+        found.append(Kind(group, version, adapter.resource, adapter.kind))
+    return found
+
+
+def _uid(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")
+
+
+def _where(obj: dict[str, Any]) -> tuple[str, str]:
+    metadata = obj.get("metadata") or {}
+    return str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
+
+
+class Uninstall:
+    def __init__(
+        self,
+        api: KubeClient,
+        *,
+        namespace: str,
+        dry_run: bool = False,
+        say: Callable[[str], None] = print,
+        wait_seconds: float = 120.0,
+    ) -> None:
+        self._api = api
+        self._namespace = namespace
+        self._dry_run = dry_run
+        self._say = say
+        self._wait_seconds = wait_seconds
+        self.summary = Summary()
+
+    def _do(self, text: str) -> bool:
+        self.summary.actions.append(text)
+        self._say(("would " if self._dry_run else "") + text)
+        return not self._dry_run
+
+    async def _list(self, kind: Kind, labels: str) -> list[dict[str, Any]]:
+        try:
+            listed = await self._api.list(kind, None, timeout=TIMEOUT, labels=labels)
+        except ApiFailure as exc:
+            if exc.status == 404:
+                return []  # the cluster does not serve the kind: nothing of it to remove
+            raise
+        return [i for i in listed.get("items") or [] if isinstance(i, dict)]
+
+    async def _delete(self, kind: Kind, obj: dict[str, Any], what: str) -> None:
+        namespace, name = _where(obj)
+        if self._do(f"delete {what}"):
+            await self._api.delete(kind, namespace or None, name, uid=_uid(obj) or None,
+                                   timeout=TIMEOUT)  # fmt: skip
+
+    async def run(self) -> Summary:
+        for kind in _WEBHOOK_KINDS:
+            for obj in await self._list(kind, PART_OF):
+                await self._delete(kind, obj, f"{kind.kind} {_where(obj)[1]}")
+        await self._stop_controller()
+        me = await self._api.own_identity(timeout=TIMEOUT)
+        for kind in _object_kinds():
+            for obj in await self._list(kind, names.ADOPTION_LABEL):
+                await self._leave(kind, obj, me)
+        for appwrapper in await self._list(APPWRAPPERS, f"{names.ADOPTED_LABEL}=true"):
+            await self._collect(appwrapper, me)
+        for kind in _INSTALL_KINDS:
+            for obj in await self._list(kind, PART_OF):
+                if _where(obj)[1] not in KEPT_CLUSTER_ROLES:
+                    await self._delete(kind, obj, f"{kind.kind} {_where(obj)[1]}")
+        namespace = await self._api.get(_NAMESPACES, None, self._namespace, timeout=TIMEOUT)
+        if namespace is not None and objects.labels_of(namespace).get(
+            "app.kubernetes.io/part-of"
+        ) == "autowrap":
+            await self._delete(_NAMESPACES, namespace, f"namespace {self._namespace}")
+        return self.summary
+
+    async def _stop_controller(self) -> None:
+        """The Deployment goes first and its pods are waited for: a controller still running
+        would adopt again what the next steps leave."""
+        deployment = await self._api.get(_DEPLOYMENTS, self._namespace, names.SERVICE_NAME,
+                                         timeout=TIMEOUT)  # fmt: skip
+        if deployment is not None:
+            await self._delete(_DEPLOYMENTS, deployment,
+                               f"Deployment {self._namespace}/{names.SERVICE_NAME}")  # fmt: skip
+        if self._dry_run:
+            return
+        deadline = time.monotonic() + self._wait_seconds
+        selector = f"app.kubernetes.io/name={names.SERVICE_NAME}"
+        while True:
+            try:
+                listed = await self._api.list(_PODS, self._namespace, timeout=TIMEOUT,
+                                              labels=selector)  # fmt: skip
+            except ApiFailure as exc:
+                if exc.status == 404:
+                    return
+                raise
+            if not listed.get("items"):
+                return
+            if time.monotonic() > deadline:
+                raise ApiFailure("wait for autowrap's pods", None,
+                                 f"autowrap's pods in {self._namespace} are still there after "
+                                 f"{self._wait_seconds:.0f}s; run uninstall again once they "
+                                 "are gone")  # fmt: skip
+            await asyncio.sleep(1.0)
+
+    async def _leave(self, kind: Kind, obj: dict[str, Any], me: provenance.Me) -> None:
+        namespace, name = _where(obj)
+        what = f"{kind.kind} {namespace}/{name}"
+        aw_name = adoption.appwrapper_name_of(obj)
+        appwrapper = (
+            await self._api.get(APPWRAPPERS, namespace, aw_name, timeout=TIMEOUT)
+            if aw_name
+            else None
+        )
+        ours = appwrapper is not None and provenance.stranger(appwrapper, me) is None
+        if ours and appwrapper is not None and adoption.owns(appwrapper, obj):
+            if adoption.was_admitted(appwrapper) or adoption.phase_of(appwrapper) not in (
+                adoption.QUEUED_PHASES
+            ):
+                await self._drop_finalizer(kind, obj, what)
+                self.summary.left.append(f"{what} runs on under AppWrapper {aw_name}")
+                return
+            await self._delete(APPWRAPPERS, appwrapper,
+                               f"AppWrapper {namespace}/{aw_name} (queued, never admitted)")  # fmt: skip
+        await self._drop_finalizer(kind, obj, what)
+        await self._delete(kind, obj, f"{what} (it never ran and cannot run without autowrap)")
+
+    async def _drop_finalizer(self, kind: Kind, obj: dict[str, Any], what: str) -> None:
+        metadata = obj.get("metadata") or {}
+        finalizers = [str(f) for f in metadata.get("finalizers") or []]
+        if names.ADOPTION_FINALIZER not in finalizers:
+            return
+        if not self._do(f"remove the finalizer {names.ADOPTION_FINALIZER} from {what}"):
+            return
+        namespace, name = _where(obj)
+        kept = [f for f in finalizers if f != names.ADOPTION_FINALIZER]
+        patch = {"metadata": {"resourceVersion": metadata.get("resourceVersion"),
+                              "finalizers": kept or None}}  # fmt: skip
+        try:
+            await self._api.patch(kind, namespace, name, patch, timeout=TIMEOUT)
+        except ApiFailure as exc:
+            if exc.status != 404:
+                raise
+
+    async def _collect(self, appwrapper: dict[str, Any], me: provenance.Me) -> None:
+        namespace, name = _where(appwrapper)
+        if provenance.stranger(appwrapper, me) is not None or adoption.was_admitted(appwrapper):
+            return
+        if adoption.phase_of(appwrapper) not in adoption.QUEUED_PHASES:
+            return
+        await self._delete(APPWRAPPERS, appwrapper,
+                           f"AppWrapper {namespace}/{name} (queued for an object that is gone)")  # fmt: skip
