@@ -299,6 +299,8 @@ def _print_pods(produced: Sequence[dict[str, Any]], namespace: str, out: TextIO)
                 "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip(), file=out
             )
         for r in rows:
+            for name, value in r.expanded:
+                print(f"  {r.pod}: {name}={value}", file=out)
             for note in r.notes:
                 print(f"  {r.pod}: {note}", file=out)
 
