@@ -184,13 +184,18 @@ def test_policy_accelerator_list_decides_what_counts():
     assert pods_of(render(gpu_job, only_fpga))[0].env()["NPROC_PER_NODE"] == "1"
 
 
-def test_gpu_count_from_requests_when_a_container_sets_no_limits():
+def test_gpus_requested_without_a_limit_are_refused_not_counted():
+    # Kubernetes refuses such a pod (an extended resource needs a limit equal to its request),
+    # so no process count is derived from it.
     job = volcano_job("req").task("worker", replicas=2)
     obj = job.build()
     obj["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["resources"] = {
         "requests": {"nvidia.com/gpu": "2"}
     }
-    assert pods_of(render(obj))[0].env()["NPROC_PER_NODE"] == "2"
+    outcome = outcome_of(obj)
+    assert [str(v.path) for v in outcome.errors] == [
+        "spec.tasks[0].template.spec.containers[0].resources.limits[nvidia.com/gpu]"
+    ]
 
 
 @pytest.mark.parametrize(
