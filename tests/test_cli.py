@@ -61,7 +61,7 @@ def test_check_validates_without_rendering(tmp_path, capsys):
     assert code == 1
     assert out.splitlines() == [
         "Job default/good: would be wrapped into AppWrapper default/good",
-        "Job default/bad: rejected (1 violation(s))",
+        "Job default/bad: rejected (1 error)",
     ]
 
 
@@ -253,7 +253,7 @@ def test_explain_of_a_rejected_job_says_rejected_and_exits_1(tmp_path, capsys):
     code, out, _ = _run(capsys, "explain", _write(tmp_path, BAD), "--policy", POLICIES)
     lines = out.splitlines()
     assert code == 1
-    assert lines[0].startswith("Job default/bad: rejected: 1 violation(s)")
+    assert lines[0].startswith("Job default/bad: rejected: 1 error")
     assert lines[1].startswith("  error: spec.tasks[0].template.spec.containers[0].env[0]: RANK")
     assert "wrapped" not in out and out.count("policy 'default'") == 1
 
@@ -262,7 +262,7 @@ def test_check_explain_never_says_wrapped_for_a_rejected_job(tmp_path, capsys):
     args = ["check", _write(tmp_path, BAD), "--policy", POLICIES, "--explain"]
     code, _, err = _run(capsys, *args)
     assert code == 1 and "wrapped" not in err
-    assert "explain: Job default/bad: rejected: 1 violation(s)" in err
+    assert "explain: Job default/bad: rejected: 1 error" in err
 
 
 # --- namespace labels for render and check (item 2) ------------------------------------------
@@ -505,3 +505,85 @@ def test_render_pods_in_adopt_mode_shows_every_pod_gated_until_admitted(tmp_path
     rows = [line for line in out.splitlines() if line.startswith("mw-train-")]
     assert code == 0 and len(rows) == 4
     assert all("yes (autowrap.io/admission)" in row for row in rows)
+
+
+# --- names: required, and generated ones are placeholders --------------------------------------
+
+
+def _unnamed(builder):
+    obj = builder.build()
+    del obj["metadata"]["name"]
+    return obj
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        pytest.param(_unnamed(volcano_job("x").queue("q1").task("w", replicas=1)), id="job"),
+        pytest.param(_unnamed(pod("x").queue("q1").wrap()), id="pod"),
+    ],
+)
+def test_an_object_with_neither_name_nor_generate_name_is_rejected(tmp_path, capsys, obj):
+    code, out, err = _run(capsys, "check", _write(tmp_path, obj), "--policy", POLICIES)
+    assert code == 1
+    assert f"{obj['kind']} default/<unnamed>: rejected (1 error)" in out
+    assert "metadata.name: required" in err and "name or generateName is required" in err
+
+
+def _generated(builder, prefix):
+    obj = _unnamed(builder)
+    obj["metadata"]["generateName"] = prefix
+    return obj
+
+
+def test_generated_names_are_marked_as_placeholders(tmp_path, capsys):
+    path = _write(tmp_path, _generated(volcano_job("x").queue("q1").task("w", replicas=2), "ft-"))
+    code, out, _ = _run(capsys, "render", "--pods", path, "--policy", POLICIES)
+    assert code == 0
+    assert "placeholder names: the object has generateName 'ft-'" in out
+    code, out, _ = _run(capsys, "check", path, "--policy", POLICIES)
+    assert code == 0 and out.startswith("Job default/ft-<generated>: would be wrapped")
+    assert "a placeholder name" in out
+
+
+def test_a_named_object_s_pods_are_not_placeholders(tmp_path, capsys):
+    code, out, _ = _run(capsys, "render", "--pods", _write(tmp_path, GOOD), "--policy", POLICIES)
+    assert code == 0 and "placeholder" not in out
+
+
+def test_render_pods_json(tmp_path, capsys):
+    job = GOOD.clone().env("w", "URL", "tcp://$(MASTER_ADDR):$(MASTER_PORT)")
+    path = _write(tmp_path, job)
+    code, out, _ = _run(capsys, "render", "--pods", "-o", "json", path, "--policy", POLICIES)
+    assert code == 0
+    (table,) = json.loads(out)["workloads"]
+    assert table["workload"] == "Job default/good" and table["placeholderName"] is False
+    assert [(p["name"], p["nodeRank"], p["worldSize"]) for p in table["pods"]] == [
+        ("good-w-0", "0", "2"),
+        ("good-w-1", "1", "2"),
+    ]
+    assert table["pods"][1]["expandedEnv"] == {"URL": "tcp://good-w-0.good:23456"}
+
+
+def test_no_output_speaks_of_violations(tmp_path, capsys):
+    audited = volcano_job("aud").queue("q1").task("w", replicas=1).env("w", "RANK", "1")
+    path = _write(tmp_path, BAD)
+    for command in (
+        ["check", path],
+        ["render", path],
+        ["explain", path],
+        ["check", "--explain", path],
+    ):
+        _, out, err = _run(capsys, *command, "--policy", POLICIES)
+        assert "violation" not in out + err
+    audit_policy = tmp_path / "audit.yaml"
+    audit_policy.write_text(policy("audit").audit().yaml())
+    _, out, err = _run(
+        capsys,
+        "check",
+        "--explain",
+        _write(tmp_path, audited, name="a.yaml"),
+        "--policy",
+        str(audit_policy),
+    )
+    assert "reported as warnings" in err and "violation" not in out + err

@@ -24,7 +24,7 @@ import yaml
 from webhook import __version__, adoption, engine, names, objects, podview, policytests
 from webhook.policy import Mode, PolicyError, PolicySet
 from webhook.shell import policyfiles
-from webhook.summary import Result, Summary, summarize
+from webhook.summary import Result, Summary, errors, summarize
 
 EXIT_OK, EXIT_REJECTED, EXIT_UNREADABLE = 0, 1, 2
 
@@ -146,8 +146,27 @@ class Evaluated:
 
     @property
     def label(self) -> str:
-        name = objects.name_of(self.doc.obj) or "<generated>"
-        return f"{self.doc.obj.get('kind')} {self.namespace}/{name}"
+        return f"{self.doc.obj.get('kind')} {self.namespace}/{shown_name(self.doc.obj)}"
+
+    @property
+    def generate_name(self) -> str | None:
+        """The object's ``generateName`` where it has no name: every name derived from it
+        here is a placeholder for the one the API server generates."""
+        metadata = objects.as_map(self.doc.obj.get("metadata"))
+        if metadata.get("name"):
+            return None
+        prefix = metadata.get("generateName")
+        return prefix if isinstance(prefix, str) and prefix else None
+
+
+def shown_name(obj: dict[str, Any]) -> str:
+    """The object's name, ``PREFIX<generated>`` for a generateName, ``<unnamed>`` else."""
+    metadata = objects.as_map(obj.get("metadata"))
+    name = metadata.get("name")
+    if isinstance(name, str) and name:
+        return name
+    prefix = metadata.get("generateName")
+    return f"{prefix}<generated>" if isinstance(prefix, str) and prefix else "<unnamed>"
 
 
 def _labels(items: Sequence[str]) -> dict[str, str]:
@@ -231,7 +250,8 @@ def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO
         )
         accepted = []
     context = engine.Context(policies=policies, namespace_labels=_labels(args.namespace_label))
-    produced = [obj for ev in accepted for obj in _produced(ev, context, args.mode)]
+    per_doc = [(ev, _produced(ev, context, args.mode)) for ev in accepted]
+    produced = [obj for _, objs in per_doc for obj in objs]
     if any(o.get("kind") == "AppWrapper" and _adopting(o) for o in produced) and not args.pods:
         say(
             err,
@@ -241,8 +261,13 @@ def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO
         )
     if args.pods:
         # The pods come from the stored object in adopt mode, not from its AppWrapper's copy.
-        running = [o for o in produced if o.get("kind") != "AppWrapper" or not _adopting(o)]
-        _print_pods(running, args.namespace or "default", out)
+        running = [
+            (obj, ev.generate_name)
+            for ev, objs in per_doc
+            for obj in objs
+            if obj.get("kind") != "AppWrapper" or not _adopting(obj)
+        ]
+        _print_pods(_pod_tables(running, args.namespace or "default"), args.output, out)
     else:
         _dump(produced, args.output, out)
     return _exit_code(evaluated, args.warn_exit_code)
@@ -270,16 +295,65 @@ class _Dumper(yaml.SafeDumper):
 POD_COLUMNS = ("POD", "TASK", "NODE_RANK", "MASTER", "NNODES", "NPROC", "WORLD_SIZE", "GATED")
 
 
-def _print_pods(produced: Sequence[dict[str, Any]], namespace: str, out: TextIO) -> None:
+@dataclass(frozen=True)
+class PodTable:
+    workload: str
+    rows: list[podview.PodRow]
+    # The object's generateName where its name (and so its pods' names and MASTER_ADDR) was
+    # made up here: the API server generates the real one.
+    generate_name: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload,
+            "placeholderName": self.generate_name is not None,
+            **({"generateName": self.generate_name} if self.generate_name else {}),
+            "pods": [
+                {
+                    "name": r.pod,
+                    "task": r.task,
+                    "nodeRank": r.node_rank,
+                    "masterAddr": r.master_addr,
+                    "masterPort": r.master_port,
+                    "nnodes": r.nnodes,
+                    "nprocPerNode": r.nproc,
+                    "worldSize": r.world_size,
+                    "schedulingGates": list(r.gates),
+                    "expandedEnv": dict(r.expanded),
+                    "notes": list(r.notes),
+                }
+                for r in self.rows
+            ],
+        }
+
+
+def _pod_tables(
+    produced: Sequence[tuple[dict[str, Any], str | None]], namespace: str
+) -> list[PodTable]:
     """One table per workload: the pods the cluster will run and what each one sees."""
-    by_workload: dict[str, list[podview.PodRow]] = {}
-    for obj in produced:
+    by_workload: dict[str, PodTable] = {}
+    for obj, generate_name in produced:
         for row in podview.pods(obj, namespace):
-            by_workload.setdefault(row.workload, []).append(row)
-    for n, (workload, rows) in enumerate(by_workload.items()):
+            table = by_workload.setdefault(row.workload, PodTable(row.workload, [], generate_name))
+            table.rows.append(row)
+    return list(by_workload.values())
+
+
+def _print_pods(tables: Sequence[PodTable], fmt: str, out: TextIO) -> None:
+    if fmt == "json":
+        report = {"workloads": [t.as_json() for t in tables]}
+        out.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    for n, t in enumerate(tables):
         if n:
             print(file=out)
-        print(workload, file=out)
+        print(t.workload, file=out)
+        if t.generate_name:
+            print(
+                f"  (placeholder names: the object has generateName {t.generate_name!r}; the API "
+                "server picks the real name, and the pods' names and MASTER_ADDR follow it)",
+                file=out,
+            )
         table = [POD_COLUMNS] + [
             (
                 r.pod,
@@ -291,14 +365,14 @@ def _print_pods(produced: Sequence[dict[str, Any]], namespace: str, out: TextIO)
                 r.world_size,
                 f"yes ({', '.join(r.gates)})" if r.gates else "no",
             )
-            for r in rows
+            for r in t.rows
         ]
         widths = [max(len(line[i]) for line in table) for i in range(len(POD_COLUMNS))]
         for line in table:
             print(
                 "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip(), file=out
             )
-        for r in rows:
+        for r in t.rows:
             for name, value in r.expanded:
                 print(f"  {r.pod}: {name}={value}", file=out)
             for note in r.notes:
@@ -318,13 +392,16 @@ def cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO)
         return _exit_code(evaluated, args.warn_exit_code)
     for ev in evaluated:
         _report(ev, err, explain=args.explain)
-        print(f"{ev.label}: {_check_line(ev.summary)}", file=out)
+        line = _check_line(ev.summary)
+        if ev.generate_name and ev.summary.result is Result.WRAPPED:
+            line += " (a placeholder name: the API server generates the object's name)"
+        print(f"{ev.label}: {line}", file=out)
     return _exit_code(evaluated, args.warn_exit_code)
 
 
 def _check_line(s: Summary) -> str:
     if s.result is Result.REJECTED:
-        return f"rejected ({len(s.violations)} violation(s))"
+        return f"rejected ({errors(len(s.violations))})"
     if s.result is Result.WRAPPED:
         return f"would be wrapped into AppWrapper {s.appwrapper}"
     if s.result is Result.COMPLETED:
@@ -567,7 +644,8 @@ def parser() -> argparse.ArgumentParser:
         choices=("text", "json"),
         default="text",
         help="text: one line per document on stdout, findings on stderr; json: one report on "
-        "stdout with every document's result, violations and warnings (default: text)",
+        "stdout with every document's result, errors (key violations) and warnings "
+        "(default: text)",
     )
     check.set_defaults(handler=cmd_check)
 
