@@ -126,14 +126,6 @@ def test_namespace_flag_applies_to_objects_without_one(tmp_path, capsys):
     assert result["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a-queue"
 
 
-def test_the_objects_own_namespace_wins_over_the_flag(tmp_path, capsys):
-    path = _write(tmp_path, volcano_job("j", ns="ml").queue("q1"))
-    code, out, _ = _run(
-        capsys, "render", *REDIRECT, path, "--namespace", "team-a", "--policy", POLICIES
-    )
-    assert code == 0 and yaml.safe_load(out)["metadata"]["namespace"] == "ml"
-
-
 def test_policy_flag_takes_a_single_file(tmp_path, capsys):
     pol = tmp_path / "p.yaml"
     pol.write_text(policy("only").queues(default="from-file").yaml())
@@ -152,7 +144,7 @@ def test_an_object_that_is_not_a_candidate_is_printed_unchanged(tmp_path, capsys
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        pytest.param(None, "cannot read", id="a file that does not exist"),
+        pytest.param(None, "no such file or directory", id="a file that does not exist"),
         pytest.param("a: [1,\n", "not valid YAML", id="text that is not YAML"),
         pytest.param("- 1\n- 2\n", "is not a Kubernetes object", id="a document that is a list"),
         pytest.param("metadata: {name: x}\n", "has no apiVersion and kind", id="no kind"),
@@ -587,3 +579,140 @@ def test_no_output_speaks_of_violations(tmp_path, capsys):
         str(audit_policy),
     )
     assert "reported as warnings" in err and "violation" not in out + err
+
+
+# --- input as kubectl apply -f reads it ---------------------------------------------------------
+
+
+def _dump_to(path: Path, *docs) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump_all([d.build() if hasattr(d, "build") else d for d in docs]))
+    return path
+
+
+def _named(name):
+    return volcano_job(name).queue("q1").task("w", replicas=1)
+
+
+def test_check_reads_directories_and_several_files_in_order(tmp_path, capsys):
+    manifests = tmp_path / "manifests"
+    _dump_to(manifests / "b.yml", _named("b"))
+    _dump_to(manifests / "a.yaml", _named("a1"), _named("a2"))
+    (manifests / "c.json").write_text(json.dumps(_named("c").build()))
+    (manifests / "notes.txt").write_text("not a manifest")
+    _dump_to(manifests / "nested" / "deeper.yaml", _named("nested"))
+    extra = _dump_to(tmp_path / "extra.yaml", _named("extra"))
+    code, out, _ = _run(capsys, "check", str(manifests), str(extra), "--policy", POLICIES)
+    assert code == 0
+    assert [line.split(":")[0] for line in out.splitlines()] == [
+        "Job default/a1",
+        "Job default/a2",
+        "Job default/b",
+        "Job default/c",
+        "Job default/extra",
+    ]
+
+
+def test_the_upgrade_guide_s_check_command_works(tmp_path, capsys, monkeypatch):
+    # docs/upgrading.md: `autowrap check --policy policies/ manifests/`
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "default.yaml").write_text(
+        (REPO / "policies/default.yaml").read_text()
+    )
+    _dump_to(tmp_path / "manifests" / "job.yaml", _named("job"))
+    assert (
+        "autowrap check --policy policies/ manifests/" in (REPO / "docs/upgrading.md").read_text()
+    )
+    code, out, err = _run(capsys, "check", "--policy", "policies/", "manifests/")
+    assert code == 0 and out.startswith("Job default/job: would be wrapped"), err
+
+
+@pytest.mark.parametrize(
+    "content",
+    [pytest.param("", id="an empty file"), pytest.param("---\n# c\n---\n", id="comments")],
+)
+def test_no_objects_is_an_error(tmp_path, capsys, content):
+    path = tmp_path / "empty.yaml"
+    path.write_text(content)
+    for command in ("render", "check"):
+        code, out, err = _run(capsys, command, str(path), "--policy", POLICIES)
+        assert code == 2 and out == ""
+        assert err.startswith("error: no objects passed") and str(path) in err
+
+
+def test_an_empty_directory_is_an_error(tmp_path, capsys):
+    (tmp_path / "only.txt").write_text("x")
+    code, _, err = _run(capsys, "check", str(tmp_path), "--policy", POLICIES)
+    assert code == 2 and "no objects passed" in err and "*.yaml" in err
+
+
+def test_invalid_yaml_is_one_line_with_file_line_and_column(tmp_path, capsys):
+    path = tmp_path / "bad.yaml"
+    path.write_text("apiVersion: v1\nkind: Pod\nmetadata:\n  name: x\n   labels: {a: b}\n")
+    code, _, err = _run(capsys, "check", str(path), "--policy", POLICIES)
+    assert code == 2
+    assert err.count("\n") == 1
+    assert err.startswith(f"error: {path}:5:")
+    assert "not valid YAML" in err
+
+
+def test_namespace_flag_that_disagrees_with_the_document_is_an_error(tmp_path, capsys):
+    path = _write(tmp_path, volcano_job("j", ns="ml").queue("q1").task("w", replicas=1))
+    for command in ("render", "check", "explain"):
+        code, out, err = _run(capsys, command, path, "-n", "team-b", "--policy", POLICIES)
+        assert code == 2 and out == ""
+        assert "'ml'" in err and "'team-b'" in err and err.count("\n") == 1
+    code, out, _ = _run(capsys, "check", path, "-n", "ml", "--policy", POLICIES)
+    assert code == 0 and out.startswith("Job ml/j")
+
+
+# --- kubeconfig problems are one line ---------------------------------------------------------
+
+
+def test_status_with_a_missing_kubeconfig_is_one_line(tmp_path, capsys):
+    missing = tmp_path / "nope"
+    code, out, err = _run(capsys, "status", "vcjob/x", "--kubeconfig", str(missing))
+    assert code == 2 and out == ""
+    assert err == f"error: {missing}: no such file; pass --kubeconfig with your kubeconfig\n"
+
+
+def test_status_without_any_kubeconfig_names_where_it_looked(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "nope"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    code, _, err = _run(capsys, "status", "vcjob/x")
+    assert code == 2 and err.count("\n") == 1
+    assert f"$KUBECONFIG ({tmp_path / 'nope'}) does not exist" in err
+
+
+@pytest.mark.parametrize("command", [["status", "vcjob/x"], ["serve", "--port", "0"]])
+def test_a_broken_kubeconfig_is_one_line(tmp_path, capsys, command):
+    broken = tmp_path / "config"
+    broken.write_text("apiVersion: v1\nclusters: [\n")
+    code, out, err = _run(capsys, *command, "--kubeconfig", str(broken))
+    assert code == 2 and out == ""
+    assert err.startswith(f"error: kubeconfig {broken}:3:") and err.count("\n") == 1
+
+
+def test_the_client_s_config_not_found_warning_is_silenced(capsys):
+    from kubernetes.aio.config import kube_config as aio_kube_config
+    from kubernetes.config import kube_config
+
+    cli.quiet_kube_client()
+    for module in (kube_config, aio_kube_config):
+        module.KubeConfigMerger("/nonexistent/kubeconfig")
+    assert "Config not found" not in capsys.readouterr().err
+
+
+def test_manifests_parse_alike_with_libyaml_and_without(monkeypatch):
+    from webhook import inputs
+
+    if yaml.__with_libyaml__:
+        assert inputs.LOADER is yaml.CSafeLoader
+    files = sorted((REPO / "examples").rglob("*.yaml")) + sorted(
+        (REPO / "tests/golden").rglob("*.yaml")
+    )
+    fast = [d.obj for f in files for d in inputs.read_documents(str(f), io.StringIO())]
+    monkeypatch.setattr(inputs, "LOADER", yaml.SafeLoader)
+    slow = [d.obj for f in files for d in inputs.read_documents(str(f), io.StringIO())]
+    assert fast == slow and len(fast) > 40

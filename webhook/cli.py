@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import logging
 import os
 import ssl
 import sys
@@ -22,62 +23,12 @@ import orjson
 import yaml
 
 from webhook import __version__, adoption, engine, names, objects, podview, policytests
+from webhook.inputs import LOADER, Document, InputError, read_all, read_documents, yaml_error
 from webhook.policy import Mode, PolicyError, PolicySet
 from webhook.shell import policyfiles
 from webhook.summary import Result, Summary, errors, summarize
 
 EXIT_OK, EXIT_REJECTED, EXIT_UNREADABLE = 0, 1, 2
-
-
-class InputError(Exception):
-    """Input that cannot be read as Kubernetes objects."""
-
-
-@dataclass(frozen=True)
-class Document:
-    index: int
-    obj: dict[str, Any]
-
-
-def read_documents(source: str, stdin: TextIO) -> list[Document]:
-    try:
-        text = stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{source}: cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{source}: not UTF-8 text") from None
-    try:
-        loaded = list(yaml.safe_load_all(text))
-    except yaml.YAMLError as exc:
-        raise InputError(f"{source}: not valid YAML: {exc}") from None
-    except RecursionError:
-        raise InputError(f"{source}: not valid YAML: nested too deeply") from None
-    documents: list[Document] = []
-    for i, doc in enumerate(loaded):
-        if doc is None:
-            continue
-        doc = _as_json(doc, f"{source}: document {i + 1}")
-        if not isinstance(doc, dict):
-            raise InputError(f"{source}: document {i + 1} is not a Kubernetes object (a mapping)")
-        if not isinstance(doc.get("apiVersion"), str) or not isinstance(doc.get("kind"), str):
-            raise InputError(f"{source}: document {i + 1} has no apiVersion and kind")
-        if doc.get("kind") == "List" and isinstance(doc.get("items"), list):
-            for item in doc["items"]:
-                if not isinstance(item, dict):
-                    raise InputError(f"{source}: document {i + 1} has an item that is no object")
-                documents.append(Document(len(documents), item))
-            continue
-        documents.append(Document(len(documents), doc))
-    return documents
-
-
-def _as_json(doc: Any, where: str) -> Any:
-    """The document as the API would see it: JSON values only (a date becomes its string, a
-    non-string key its text, as kubectl converts them); YAML-only values are refused."""
-    try:
-        return orjson.loads(orjson.dumps(doc, option=orjson.OPT_NON_STR_KEYS))
-    except TypeError as exc:
-        raise InputError(f"{where} is not a Kubernetes object: {exc}") from None
 
 
 # --- messages: one line each, the level coloured on a terminal ---------------------------------
@@ -169,6 +120,21 @@ def shown_name(obj: dict[str, Any]) -> str:
     return f"{prefix}<generated>" if isinstance(prefix, str) and prefix else "<unnamed>"
 
 
+def check_namespaces(documents: Sequence[Document], namespace: str | None) -> None:
+    """``-n`` and a document's own namespace must agree, as kubectl insists."""
+    if not namespace:
+        return
+    for doc in documents:
+        own = objects.as_map(doc.obj.get("metadata")).get("namespace")
+        if own and own != namespace:
+            where = f"{doc.source}: " if doc.source and doc.source != "-" else ""
+            raise InputError(
+                f"{where}{doc.obj.get('kind')} {shown_name(doc.obj)} is in namespace {own!r}, "
+                f"but --namespace says {namespace!r}; pass --namespace {own}, or drop "
+                "metadata.namespace from the document (kubectl refuses the same)"
+            )
+
+
 def _labels(items: Sequence[str]) -> dict[str, str]:
     return dict(item.split("=", 1) for item in items)
 
@@ -233,7 +199,8 @@ def _adopting(appwrapper: dict[str, Any]) -> bool:
 
 
 def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
-    documents = read_documents(args.file, stdin)
+    documents = read_all(args.files, stdin)
+    check_namespaces(documents, args.namespace)
     policies = _load_policies(args.policy, err)
     evaluated = evaluate(documents, policies, args.namespace, _labels(args.namespace_label))
     for ev in evaluated:
@@ -285,7 +252,11 @@ def _dump(objs: list[dict[str, Any]], fmt: str, out: TextIO) -> None:
         out.write(yaml.dump_all(objs, Dumper=_Dumper, sort_keys=False, allow_unicode=True))
 
 
-class _Dumper(yaml.SafeDumper):
+# libyaml's emitter where PyYAML has it: the pure-Python one takes most of a large render.
+_DUMPER_BASE: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _Dumper(_DUMPER_BASE):  # type: ignore[valid-type,misc]
     """Plain YAML: no anchors and aliases, which kubectl users do not expect to read."""
 
     def ignore_aliases(self, data: Any) -> bool:
@@ -383,7 +354,8 @@ def _print_pods(tables: Sequence[PodTable], fmt: str, out: TextIO) -> None:
 
 
 def cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
-    documents = read_documents(args.file, stdin)
+    documents = read_all(args.files, stdin)
+    check_namespaces(documents, args.namespace)
     policies = _load_policies(args.policy, err)
     evaluated = evaluate(documents, policies, args.namespace, _labels(args.namespace_label))
     if args.output == "json":
@@ -425,7 +397,9 @@ def _check_json(ev: Evaluated) -> dict[str, Any]:
 
 
 def cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
-    documents = None if args.file is None else read_documents(args.file, stdin)
+    documents = read_all(args.files, stdin) if args.files else None
+    if documents is not None:
+        check_namespaces(documents, args.namespace)
     policies = _load_policies(args.policy, err)
     labels = _labels(args.namespace_label)
     if documents is None:
@@ -498,9 +472,66 @@ def cmd_test(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) 
 # --- in the cluster --------------------------------------------------------------------------
 
 
+# The Kubernetes client logs "Config not found: PATH" as a warning before it raises; the error
+# autowrap reports says what is wrong once, on one line.
+KUBE_CLIENT_LOGGERS = ("kubernetes.config.kube_config", "kubernetes.aio.config.kube_config")
+SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+
+
+def quiet_kube_client() -> None:
+    for name in KUBE_CLIENT_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def in_cluster() -> bool:
+    """Whether the client's in-cluster configuration applies (it is tried first)."""
+    return (
+        bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+        and bool(os.environ.get("KUBERNETES_SERVICE_PORT"))
+        and SERVICE_ACCOUNT_TOKEN.is_file()
+    )
+
+
+def check_kubeconfig(path: str | None, *, required: bool) -> None:
+    """A kubeconfig that is named but missing, or that is not YAML, is one line here rather
+    than the client's traceback; ``required`` (``status``) also wants one to exist."""
+    if path:
+        if not Path(path).expanduser().is_file():
+            raise InputError(f"{path}: no such file; pass --kubeconfig with your kubeconfig")
+        candidates = [path]
+    elif in_cluster():
+        return
+    else:
+        configured = os.environ.get("KUBECONFIG")
+        candidates = [c for c in (configured or "~/.kube/config").split(os.pathsep) if c]
+        present = [c for c in candidates if Path(c).expanduser().is_file()]
+        if not present and required:
+            named = f"$KUBECONFIG ({configured})" if configured else "~/.kube/config"
+            raise InputError(
+                f"no Kubernetes configuration: {named} does not exist and this is not a pod "
+                "with a service account; pass --kubeconfig PATH"
+            )
+        candidates = present
+    for candidate in candidates:
+        file = Path(candidate).expanduser()
+        try:
+            loaded = yaml.load(file.read_text(encoding="utf-8"), Loader=LOADER)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"kubeconfig {candidate}: cannot read: {exc}") from None
+        except yaml.YAMLError as exc:
+            raise InputError(f"kubeconfig {yaml_error(candidate, exc)}") from None
+        if loaded is not None and not isinstance(loaded, dict):
+            raise InputError(
+                f"kubeconfig {candidate}: not a kubeconfig (a YAML mapping with clusters, users "
+                "and contexts)"
+            )
+
+
 def cmd_serve(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
     from webhook.shell import server
 
+    quiet_kube_client()
+    check_kubeconfig(args.kubeconfig, required=False)
     return server.main(args)
 
 
@@ -516,6 +547,8 @@ def cmd_status(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO
     from webhook import status
     from webhook.shell import follow, kube
 
+    quiet_kube_client()
+    check_kubeconfig(args.kubeconfig, required=True)
     kind_name, _, name = args.object.partition("/")
     kind = follow.KINDS.get(kind_name.lower())
     if kind is None or not name:
@@ -586,7 +619,13 @@ def parser() -> argparse.ArgumentParser:
 
     def offline(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("file", metavar="FILE|-", help="YAML (multi-document) or - for stdin")
+        p.add_argument(
+            "files",
+            nargs="+",
+            metavar="FILE|DIR|-",
+            help="YAML or JSON files (multi-document), directories (their *.yaml, *.yml and "
+            "*.json files, not subdirectories) or - for stdin; several may be given",
+        )
         _policy_options(p)
         p.add_argument(
             "--explain",
@@ -656,7 +695,10 @@ def parser() -> argparse.ArgumentParser:
         "to each document of FILE and why (exit 1 when one is rejected).",
     )
     explain.add_argument(
-        "file", nargs="?", metavar="FILE|-", help="YAML or - for stdin (default: none)"
+        "files",
+        nargs="*",
+        metavar="FILE|DIR|-",
+        help="files, directories or - for stdin, as for check (default: none)",
     )
     _policy_options(explain)
     explain.set_defaults(handler=cmd_explain)
