@@ -211,6 +211,8 @@ async def _answer(
             if answer is None:
                 return _busy(body, record)
             response = answer
+        if state.cluster is None and record.decision in ADOPTION_DECISIONS:
+            response = _nobody_adopts(record)
     except review.BadReview as exc:
         record.decision, record.code, record.detail = "bad-request", exc.status, exc.reason
         return _bad(exc.status, exc.reason)
@@ -247,6 +249,27 @@ async def _on_a_lane(
                                      record=record, arrived=arrived)  # fmt: skip
 
     return await state.heavy.run(work, state.cluster, wait=wait)
+
+
+# What /mutate and /validate decide for an object they leave to the adopt-mode controller.
+ADOPTION_DECISIONS = frozenset({"prepared", "adopting"})
+
+
+def _nobody_adopts(record: admission.Record) -> dict[str, Any]:
+    """Adopt mode without API access: no controller will ever adopt the object, so it would
+    stay gated (its pods never start) and hold its finalizer. Refused as redirect mode refuses
+    a wrap it cannot create: 503, nothing stored."""
+    record.decision, record.code, record.appwrapper = "no-api", 503, ""
+    what = f"{record.kind} {record.namespace}/{record.name}" if record.name else record.kind
+    return review.deny(
+        record.uid,
+        f"autowrap admitted nothing: it has no access to the Kubernetes API, so its controller "
+        f"cannot adopt {what} (adopt mode) and the object would wait, gated, forever; run "
+        "`autowrap serve` with API access (in the cluster, or --kubeconfig PATH) and create it "
+        "again",
+        code=503,
+        reason="ServiceUnavailable",
+    )
 
 
 def _busy(body: bytes, record: admission.Record) -> web.Response:
