@@ -716,3 +716,20 @@ def test_manifests_parse_alike_with_libyaml_and_without(monkeypatch):
     monkeypatch.setattr(inputs, "LOADER", yaml.SafeLoader)
     slow = [d.obj for f in files for d in inputs.read_documents(str(f), io.StringIO())]
     assert fast == slow and len(fast) > 40
+
+
+# --- certs never silently replaces a CA ---------------------------------------------------------
+
+
+def test_certs_refuses_to_overwrite_an_existing_ca_unless_forced(tmp_path, capsys):
+    out_dir = tmp_path / "pki"
+    code, bundle, _ = _run(capsys, "certs", "--out", str(out_dir))
+    assert code == 0 and bundle.strip()
+    ca_before = (out_dir / "ca.crt").read_bytes()
+    code, out, err = _run(capsys, "certs", "--out", str(out_dir))
+    assert code == 2 and out == ""
+    assert "already holds ca.crt, ca.key, tls.crt, tls.key" in err and "--force" in err
+    assert (out_dir / "ca.crt").read_bytes() == ca_before
+    code, bundle_after, _ = _run(capsys, "certs", "--out", str(out_dir), "--force")
+    assert code == 0 and bundle_after != bundle
+    assert (out_dir / "ca.crt").read_bytes() != ca_before

@@ -538,6 +538,22 @@ def cmd_serve(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO)
 def cmd_certs(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
     from webhook.shell import certs
 
+    target = Path(args.out)
+    present = [
+        name
+        for name in (certs.CA_CERT, certs.CA_KEY, certs.TLS_CERT, certs.TLS_KEY)
+        if (target / name).exists()
+    ]
+    if present and not args.force:
+        ca = (
+            " (a CA that webhook configurations' caBundle may trust)"
+            if certs.CA_CERT in present
+            else ""
+        )
+        raise InputError(
+            f"{target} already holds {', '.join(present)}{ca}: writing would replace them; "
+            "pass --force to replace them, or choose another --out DIR"
+        )
     return certs.main(args, out)
 
 
@@ -815,6 +831,12 @@ def parser() -> argparse.ArgumentParser:
         help="Service namespace (default: autowrap-system)",
     )
     certs.add_argument("--out", required=True, metavar="DIR", help="output directory (required)")
+    certs.add_argument(
+        "--force",
+        action="store_true",
+        help="replace ca.crt, ca.key, tls.crt and tls.key where DIR already holds them (a new "
+        "CA: every caBundle that trusts the old one must be updated) (default: off: refuse)",
+    )
     certs.set_defaults(handler=cmd_certs)
 
     follow = sub.add_parser(

@@ -9,11 +9,13 @@ unexpected error is logged and answered with a clean denial, never a traceback.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import dataclasses
 import gc
 import logging
 import os
+import shutil
 import signal
 import sys
 import time
@@ -646,6 +648,8 @@ class Running:
     metrics_runner: web.AppRunner
     site: web.TCPSite
     tasks: list[asyncio.Task[None]]
+    # The development pair's directory (no --cert-dir): its private keys go when the server does.
+    scratch: Path | None = None
 
     @property
     def port(self) -> int:
@@ -674,6 +678,8 @@ class Running:
             opevents.install(None)
         if state.cluster is not None:
             await state.cluster.close()
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
         log.info("stopped", extra={"fields": {"in_flight": state.in_flight}})
 
 
@@ -692,8 +698,11 @@ async def start(options: Options) -> Running:
         state.cluster.observe = state.metrics.api_call
         opevents.install(_operator_events(state.cluster, options))
     cert_dir = options.cert_dir
+    scratch = None
     if cert_dir is None:
-        cert_dir = certs.development_pair(names.SERVICE_NAME, names.SERVICE_NAMESPACE)
+        cert_dir = scratch = certs.development_pair(names.SERVICE_NAME, names.SERVICE_NAMESPACE)
+        # Removed by drain; and at exit, should the server fail to start or never drain.
+        atexit.register(shutil.rmtree, scratch, True)
         ca_pem = (cert_dir / certs.CA_CERT).read_bytes()
         log.warning(
             "no --cert-dir: serving a development certificate",
@@ -735,7 +744,7 @@ async def start(options: Options) -> Running:
         tasks += await _follow_caches(state.cluster)
     if options.controller and state.cluster is not None:
         tasks.append(asyncio.create_task(_run_controller(state, options)))
-    running = Running(state, options, runner, metrics_runner, site, tasks)
+    running = Running(state, options, runner, metrics_runner, site, tasks, scratch)
     log.info("serving", extra={"fields": _configuration(running, cert_dir)})
     return running
 
