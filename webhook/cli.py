@@ -23,10 +23,11 @@ import orjson
 import yaml
 
 from webhook import __version__, adoption, engine, names, objects, podview, policytests
-from webhook.inputs import LOADER, Document, InputError, read_all, read_documents, yaml_error
+from webhook.inputs import Document, InputError, read_all, read_documents
 from webhook.policy import Mode, PolicyError, PolicySet
 from webhook.shell import policyfiles
 from webhook.summary import Result, Summary, errors, summarize
+from webhook.yamltext import LOADER, yaml_error
 
 EXIT_OK, EXIT_REJECTED, EXIT_UNREADABLE = 0, 1, 2
 

@@ -17,11 +17,9 @@ from typing import Any, TextIO
 import orjson
 import yaml
 
-EXTENSIONS = (".yaml", ".yml", ".json")
-STDIN = "-"
+from webhook.yamltext import LOADER, STDIN, yaml_error
 
-# libyaml's loader where PyYAML has it; it constructs the same values as SafeLoader.
-LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+EXTENSIONS = (".yaml", ".yml", ".json")
 
 
 class InputError(Exception):
@@ -103,21 +101,6 @@ def read_documents(source: str, stdin: TextIO) -> list[Document]:
             continue
         documents.append(Document(len(documents), doc, source))
     return documents
-
-
-def yaml_error(source: str, exc: yaml.YAMLError) -> str:
-    """One line: ``FILE:LINE:COLUMN: not valid YAML: what the parser found``."""
-    if not isinstance(exc, yaml.MarkedYAMLError) or exc.problem_mark is None:
-        return f"{source}: not valid YAML: {' '.join(str(exc).split())}"
-    mark = exc.problem_mark
-    where = "stdin" if source == STDIN else source
-    what = exc.problem or "a syntax error"
-    if exc.context:
-        what = f"{what} ({exc.context}"
-        if exc.context_mark is not None and exc.context_mark.line != mark.line:
-            what += f" started on line {exc.context_mark.line + 1}"
-        what += ")"
-    return f"{where}:{mark.line + 1}:{mark.column + 1}: not valid YAML: {what}"
 
 
 def _as_json(doc: Any, where: str) -> Any:

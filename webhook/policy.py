@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from webhook import durations, inputs, policyerrors
+from webhook import durations, policyerrors, yamltext
 
 # Matched case-insensitively, earliest pattern first; a glob never matches a share of a
 # device (``*-memory``, ``*cores``; see plumbing/env.py), a name spelled out always counts.
@@ -364,7 +364,7 @@ def parse(text: str, *, source: str) -> list[Policy]:
     try:
         documents = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
-        raise PolicyError(inputs.yaml_error(source, exc)) from None
+        raise PolicyError(yamltext.yaml_error(source, exc)) from None
     policies = []
     for i, doc in enumerate(documents):
         where = source if len(documents) == 1 else f"{source} (document {i + 1})"

@@ -31,7 +31,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from webhook import inputs, names, objects, policyerrors
+from webhook import names, objects, policyerrors, yamltext
 from webhook.summary import Result, Summary
 
 TEST_FILE = "autowrap-test.yaml"
@@ -74,7 +74,7 @@ def parse(text: str, *, source: str) -> TestFile:
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise TestFileError(inputs.yaml_error(source, exc)) from None
+        raise TestFileError(yamltext.yaml_error(source, exc)) from None
     if not isinstance(doc, dict):
         raise TestFileError(f"{source}: expected a mapping with kind: PolicyTest")
     try:
