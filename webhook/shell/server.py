@@ -20,15 +20,15 @@ import signal
 import sys
 import time
 from argparse import Namespace
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from aiohttp import web
 
-from webhook import __version__, admission, durations, names, policy, review
+from webhook import __version__, admission, audit, durations, names, policy, review
 from webhook.policy import PolicyError, PolicySet
 from webhook.shell import certs, kube, lanes, opevents, policyfiles
 from webhook.shell.kube import KubeClient, NoConfiguration
@@ -70,6 +70,51 @@ def configure_logging(level: str = "info") -> None:
     log.propagate = False
 
 
+class _Emitter(Protocol):
+    def emit(
+        self, obj: dict[str, Any], reason: str, message: str, *, warning: bool = False
+    ) -> Coroutine[Any, Any, None]: ...
+
+
+class AuditEvents:
+    """Redirect mode's record of what Audit let through, as adopt mode's controller raises it
+    on the object it adopts: one ``PolicyAudit`` Warning Event per finding, through the same
+    ``Recorder``, here on the AppWrapper that stands in for the object (the object itself was
+    never stored). Written on the serving loop, from a lane's thread too, and never waited for:
+    an Event neither delays nor fails an answer."""
+
+    def __init__(self, recorder: _Emitter, loop: asyncio.AbstractEventLoop) -> None:
+        self._recorder = recorder
+        self._loop = loop
+        self._pending: set[asyncio.Task[None]] = set()
+
+    def __call__(self, appwrapper: Mapping[str, Any], found: list[audit.Finding]) -> None:
+        subject = dict(appwrapper)
+        messages = [finding.render() for finding in found]
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
+            self._start(subject, messages)
+        elif not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._start, subject, messages)
+
+    def _start(self, subject: dict[str, Any], messages: list[str]) -> None:
+        async def emit_all() -> None:
+            for message in messages:
+                await self._recorder.emit(subject, "PolicyAudit", message, warning=True)
+
+        task = self._loop.create_task(emit_all())
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def flush(self) -> None:
+        """Wait for the Events under way (a drain; tests)."""
+        while self._pending:
+            await asyncio.gather(*list(self._pending), return_exceptions=True)
+
+
 @dataclass
 class State:
     """Everything the handlers share; swapped fields are replaced whole, never mutated."""
@@ -98,6 +143,8 @@ class State:
     idle: asyncio.Event = field(default_factory=asyncio.Event)
     # Large reviews, computed off the serving loop a few at a time (webhook.shell.lanes).
     heavy: lanes.Lanes = field(default_factory=lanes.Lanes)
+    # Redirect mode's PolicyAudit Events on the AppWrappers it creates (with API access).
+    audit_events: AuditEvents | None = None
 
     def __post_init__(self) -> None:
         self.metrics = Metrics(in_flight=lambda: self.in_flight)
@@ -113,6 +160,7 @@ class State:
             policies=lambda: self.policies,
             cluster=self.cluster,
             needs_namespace_labels=self.uses_namespace_labels,
+            audit_events=self.audit_events,
         )
 
 
@@ -676,6 +724,8 @@ class Running:
         if events is not None:
             await events.flush()
             opevents.install(None)
+        if state.audit_events is not None:
+            await state.audit_events.flush()
         if state.cluster is not None:
             await state.cluster.close()
         if self.scratch is not None:
@@ -697,6 +747,9 @@ async def start(options: Options) -> Running:
     if state.cluster is not None:
         state.cluster.observe = state.metrics.api_call
         opevents.install(_operator_events(state.cluster, options))
+        state.audit_events = AuditEvents(
+            _recorder(state.cluster, options), asyncio.get_running_loop()
+        )
     cert_dir = options.cert_dir
     scratch = None
     if cert_dir is None:
@@ -749,14 +802,17 @@ async def start(options: Options) -> Running:
     return running
 
 
-def _operator_events(cluster: KubeClient, options: Options) -> opevents.OperatorEvents:
-    from webhook.controller import own_namespace
+def _recorder(cluster: KubeClient, options: Options) -> _Emitter:
     from webhook.controller.events import Recorder
 
     identity = options.controller_identity or os.environ.get("HOSTNAME", "") or "autowrap"
-    recorder = Recorder(
-        cluster, instance=identity, component="autowrap", reporter="autowrap.io/server"
-    )
+    return Recorder(cluster, instance=identity, component="autowrap", reporter="autowrap.io/server")
+
+
+def _operator_events(cluster: KubeClient, options: Options) -> opevents.OperatorEvents:
+    from webhook.controller import own_namespace
+
+    recorder = _recorder(cluster, options)
     return opevents.OperatorEvents(recorder, own_namespace(options.controller_namespace))
 
 
