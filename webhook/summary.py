@@ -80,7 +80,8 @@ def summarize(outcome: engine.Outcome) -> Summary:
     appwrapper = _appwrapper_name(outcome.result)
     if verdict.denied:
         result, appwrapper = Result.REJECTED, None
-        reason = f"rejected: {errors(len(violations))}; nothing is created until they are fixed"
+        them = "it is" if len(violations) == 1 else "they are"
+        reason = f"rejected: {errors(len(violations))}; nothing is created until {them} fixed"
     elif outcome.action is engine.Action.WRAP:
         result = Result.WRAPPED
         reason = f"wrapped into AppWrapper {appwrapper}" if appwrapper else "wrapped"
