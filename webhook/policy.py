@@ -175,7 +175,7 @@ def _check_fault_tolerance_map(values: Mapping[str, Any], *, caps: bool) -> dict
     out: dict[str, str] = {}
     for key, raw in values.items():
         if key not in FAULT_TOLERANCE_KEYS:
-            raise ValueError(f'unknown key "{key}"; known keys: {", ".join(FAULT_TOLERANCE_KEYS)}')
+            raise ValueError(policyerrors.unknown_key(str(key), FAULT_TOLERANCE_KEYS))
         value = str(raw)
         if key in FAULT_TOLERANCE_DURATIONS:
             durations.parse_seconds(value)

@@ -48,8 +48,11 @@ def describe(model: type[BaseModel], error: ErrorDetails) -> str:
         return f"{path}: required; add it"
     if kind in ("literal_error", "enum"):
         allowed = _allowed(error)
-        hint = _closest(value, allowed)
-        listed = " or ".join(repr(a) for a in allowed) if allowed else "an allowed value"
+        hint = _closest(value, allowed) if len(allowed) > 1 else ""
+        if len(allowed) > 2:
+            listed = "one of " + ", ".join(repr(a) for a in allowed)
+        else:
+            listed = " or ".join(repr(a) for a in allowed) or "an allowed value"
         return f"{path}: {value!r} is not allowed; use {listed}{hint}"
     if kind == "value_error":
         return f"{path}: {error['msg'].removeprefix('Value error, ')}"
@@ -68,6 +71,14 @@ def _unknown(model: type[BaseModel], loc: tuple[int | str, ...]) -> str:
     where = f" in {field_path(loc[:-1])}" if loc[:-1] else ""
     listed = f" (known: {', '.join(sorted(known))})" if known and not close else ""
     return f"unknown field {name!r}{where}{listed}; {hint}"
+
+
+def unknown_key(name: str, known: Sequence[str]) -> str:
+    """An unknown key of a map whose keys are fixed (fault-tolerance settings)."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    if close:
+        return f"unknown key {name!r}; did you mean {close[0]!r}? Otherwise remove it"
+    return f"unknown key {name!r}; use one of {', '.join(known)}"
 
 
 def _allowed(error: ErrorDetails) -> list[str]:

@@ -353,6 +353,11 @@ def test_policy_defaults_are_sensible():
             id="one value where a list is wanted",
         ),
         pytest.param(
+            {"faultTolerance": {"defaults": {"retryLimitt": "3"}}},
+            "spec.faultTolerance.defaults: unknown key 'retryLimitt'; did you mean 'retryLimit'?",
+            id="a typo of a fault-tolerance setting",
+        ),
+        pytest.param(
             {"masterPort": 99999},
             "spec.masterPort: must be less than or equal to 65535, got 99999",
             id="a number out of range",
