@@ -61,7 +61,7 @@ def test_check_validates_without_rendering(tmp_path, capsys):
     assert code == 1
     assert out.splitlines() == [
         "Job default/good: would be wrapped into AppWrapper default/good",
-        "Job default/bad: rejected (1 violation(s))",
+        "Job default/bad: rejected (1 error)",
     ]
 
 
@@ -126,14 +126,6 @@ def test_namespace_flag_applies_to_objects_without_one(tmp_path, capsys):
     assert result["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a-queue"
 
 
-def test_the_objects_own_namespace_wins_over_the_flag(tmp_path, capsys):
-    path = _write(tmp_path, volcano_job("j", ns="ml").queue("q1"))
-    code, out, _ = _run(
-        capsys, "render", *REDIRECT, path, "--namespace", "team-a", "--policy", POLICIES
-    )
-    assert code == 0 and yaml.safe_load(out)["metadata"]["namespace"] == "ml"
-
-
 def test_policy_flag_takes_a_single_file(tmp_path, capsys):
     pol = tmp_path / "p.yaml"
     pol.write_text(policy("only").queues(default="from-file").yaml())
@@ -152,7 +144,7 @@ def test_an_object_that_is_not_a_candidate_is_printed_unchanged(tmp_path, capsys
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        pytest.param(None, "cannot read", id="a file that does not exist"),
+        pytest.param(None, "no such file or directory", id="a file that does not exist"),
         pytest.param("a: [1,\n", "not valid YAML", id="text that is not YAML"),
         pytest.param("- 1\n- 2\n", "is not a Kubernetes object", id="a document that is a list"),
         pytest.param("metadata: {name: x}\n", "has no apiVersion and kind", id="no kind"),
@@ -253,7 +245,7 @@ def test_explain_of_a_rejected_job_says_rejected_and_exits_1(tmp_path, capsys):
     code, out, _ = _run(capsys, "explain", _write(tmp_path, BAD), "--policy", POLICIES)
     lines = out.splitlines()
     assert code == 1
-    assert lines[0].startswith("Job default/bad: rejected: 1 violation(s)")
+    assert lines[0].startswith("Job default/bad: rejected: 1 error")
     assert lines[1].startswith("  error: spec.tasks[0].template.spec.containers[0].env[0]: RANK")
     assert "wrapped" not in out and out.count("policy 'default'") == 1
 
@@ -262,7 +254,7 @@ def test_check_explain_never_says_wrapped_for_a_rejected_job(tmp_path, capsys):
     args = ["check", _write(tmp_path, BAD), "--policy", POLICIES, "--explain"]
     code, _, err = _run(capsys, *args)
     assert code == 1 and "wrapped" not in err
-    assert "explain: Job default/bad: rejected: 1 violation(s)" in err
+    assert "explain: Job default/bad: rejected: 1 error" in err
 
 
 # --- namespace labels for render and check (item 2) ------------------------------------------
@@ -505,3 +497,239 @@ def test_render_pods_in_adopt_mode_shows_every_pod_gated_until_admitted(tmp_path
     rows = [line for line in out.splitlines() if line.startswith("mw-train-")]
     assert code == 0 and len(rows) == 4
     assert all("yes (autowrap.io/admission)" in row for row in rows)
+
+
+# --- names: required, and generated ones are placeholders --------------------------------------
+
+
+def _unnamed(builder):
+    obj = builder.build()
+    del obj["metadata"]["name"]
+    return obj
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        pytest.param(_unnamed(volcano_job("x").queue("q1").task("w", replicas=1)), id="job"),
+        pytest.param(_unnamed(pod("x").queue("q1").wrap()), id="pod"),
+    ],
+)
+def test_an_object_with_neither_name_nor_generate_name_is_rejected(tmp_path, capsys, obj):
+    code, out, err = _run(capsys, "check", _write(tmp_path, obj), "--policy", POLICIES)
+    assert code == 1
+    assert f"{obj['kind']} default/<unnamed>: rejected (1 error)" in out
+    assert "metadata.name: required" in err and "name or generateName is required" in err
+
+
+def _generated(builder, prefix):
+    obj = _unnamed(builder)
+    obj["metadata"]["generateName"] = prefix
+    return obj
+
+
+def test_generated_names_are_marked_as_placeholders(tmp_path, capsys):
+    path = _write(tmp_path, _generated(volcano_job("x").queue("q1").task("w", replicas=2), "ft-"))
+    code, out, _ = _run(capsys, "render", "--pods", path, "--policy", POLICIES)
+    assert code == 0
+    assert "placeholder names: the object has generateName 'ft-'" in out
+    code, out, _ = _run(capsys, "check", path, "--policy", POLICIES)
+    assert code == 0 and out.startswith("Job default/ft-<generated>: would be wrapped")
+    assert "a placeholder name" in out
+
+
+def test_a_named_object_s_pods_are_not_placeholders(tmp_path, capsys):
+    code, out, _ = _run(capsys, "render", "--pods", _write(tmp_path, GOOD), "--policy", POLICIES)
+    assert code == 0 and "placeholder" not in out
+
+
+def test_render_pods_json(tmp_path, capsys):
+    job = GOOD.clone().env("w", "URL", "tcp://$(MASTER_ADDR):$(MASTER_PORT)")
+    path = _write(tmp_path, job)
+    code, out, _ = _run(capsys, "render", "--pods", "-o", "json", path, "--policy", POLICIES)
+    assert code == 0
+    (table,) = json.loads(out)["workloads"]
+    assert table["workload"] == "Job default/good" and table["placeholderName"] is False
+    assert [(p["name"], p["nodeRank"], p["worldSize"]) for p in table["pods"]] == [
+        ("good-w-0", "0", "2"),
+        ("good-w-1", "1", "2"),
+    ]
+    assert table["pods"][1]["expandedEnv"] == {"URL": "tcp://good-w-0.good:23456"}
+
+
+def test_no_output_speaks_of_violations(tmp_path, capsys):
+    audited = volcano_job("aud").queue("q1").task("w", replicas=1).env("w", "RANK", "1")
+    path = _write(tmp_path, BAD)
+    for command in (
+        ["check", path],
+        ["render", path],
+        ["explain", path],
+        ["check", "--explain", path],
+    ):
+        _, out, err = _run(capsys, *command, "--policy", POLICIES)
+        assert "violation" not in out + err
+    audit_policy = tmp_path / "audit.yaml"
+    audit_policy.write_text(policy("audit").audit().yaml())
+    _, out, err = _run(
+        capsys,
+        "check",
+        "--explain",
+        _write(tmp_path, audited, name="a.yaml"),
+        "--policy",
+        str(audit_policy),
+    )
+    assert "reported as warnings" in err and "violation" not in out + err
+
+
+# --- input as kubectl apply -f reads it ---------------------------------------------------------
+
+
+def _dump_to(path: Path, *docs) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump_all([d.build() if hasattr(d, "build") else d for d in docs]))
+    return path
+
+
+def _named(name):
+    return volcano_job(name).queue("q1").task("w", replicas=1)
+
+
+def test_check_reads_directories_and_several_files_in_order(tmp_path, capsys):
+    manifests = tmp_path / "manifests"
+    _dump_to(manifests / "b.yml", _named("b"))
+    _dump_to(manifests / "a.yaml", _named("a1"), _named("a2"))
+    (manifests / "c.json").write_text(json.dumps(_named("c").build()))
+    (manifests / "notes.txt").write_text("not a manifest")
+    _dump_to(manifests / "nested" / "deeper.yaml", _named("nested"))
+    extra = _dump_to(tmp_path / "extra.yaml", _named("extra"))
+    code, out, _ = _run(capsys, "check", str(manifests), str(extra), "--policy", POLICIES)
+    assert code == 0
+    assert [line.split(":")[0] for line in out.splitlines()] == [
+        "Job default/a1",
+        "Job default/a2",
+        "Job default/b",
+        "Job default/c",
+        "Job default/extra",
+    ]
+
+
+def test_the_upgrade_guide_s_check_command_works(tmp_path, capsys, monkeypatch):
+    # docs/upgrading.md: `autowrap check --policy policies/ manifests/`
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "default.yaml").write_text(
+        (REPO / "policies/default.yaml").read_text()
+    )
+    _dump_to(tmp_path / "manifests" / "job.yaml", _named("job"))
+    assert (
+        "autowrap check --policy policies/ manifests/" in (REPO / "docs/upgrading.md").read_text()
+    )
+    code, out, err = _run(capsys, "check", "--policy", "policies/", "manifests/")
+    assert code == 0 and out.startswith("Job default/job: would be wrapped"), err
+
+
+@pytest.mark.parametrize(
+    "content",
+    [pytest.param("", id="an empty file"), pytest.param("---\n# c\n---\n", id="comments")],
+)
+def test_no_objects_is_an_error(tmp_path, capsys, content):
+    path = tmp_path / "empty.yaml"
+    path.write_text(content)
+    for command in ("render", "check"):
+        code, out, err = _run(capsys, command, str(path), "--policy", POLICIES)
+        assert code == 2 and out == ""
+        assert err.startswith("error: no objects passed") and str(path) in err
+
+
+def test_an_empty_directory_is_an_error(tmp_path, capsys):
+    (tmp_path / "only.txt").write_text("x")
+    code, _, err = _run(capsys, "check", str(tmp_path), "--policy", POLICIES)
+    assert code == 2 and "no objects passed" in err and "*.yaml" in err
+
+
+def test_invalid_yaml_is_one_line_with_file_line_and_column(tmp_path, capsys):
+    path = tmp_path / "bad.yaml"
+    path.write_text("apiVersion: v1\nkind: Pod\nmetadata:\n  name: x\n   labels: {a: b}\n")
+    code, _, err = _run(capsys, "check", str(path), "--policy", POLICIES)
+    assert code == 2
+    assert err.count("\n") == 1
+    assert err.startswith(f"error: {path}:5:")
+    assert "not valid YAML" in err
+
+
+def test_namespace_flag_that_disagrees_with_the_document_is_an_error(tmp_path, capsys):
+    path = _write(tmp_path, volcano_job("j", ns="ml").queue("q1").task("w", replicas=1))
+    for command in ("render", "check", "explain"):
+        code, out, err = _run(capsys, command, path, "-n", "team-b", "--policy", POLICIES)
+        assert code == 2 and out == ""
+        assert "'ml'" in err and "'team-b'" in err and err.count("\n") == 1
+    code, out, _ = _run(capsys, "check", path, "-n", "ml", "--policy", POLICIES)
+    assert code == 0 and out.startswith("Job ml/j")
+
+
+# --- kubeconfig problems are one line ---------------------------------------------------------
+
+
+def test_status_with_a_missing_kubeconfig_is_one_line(tmp_path, capsys):
+    missing = tmp_path / "nope"
+    code, out, err = _run(capsys, "status", "vcjob/x", "--kubeconfig", str(missing))
+    assert code == 2 and out == ""
+    assert err == f"error: {missing}: no such file; pass --kubeconfig with your kubeconfig\n"
+
+
+def test_status_without_any_kubeconfig_names_where_it_looked(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "nope"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    code, _, err = _run(capsys, "status", "vcjob/x")
+    assert code == 2 and err.count("\n") == 1
+    assert f"$KUBECONFIG ({tmp_path / 'nope'}) does not exist" in err
+
+
+@pytest.mark.parametrize("command", [["status", "vcjob/x"], ["serve", "--port", "0"]])
+def test_a_broken_kubeconfig_is_one_line(tmp_path, capsys, command):
+    broken = tmp_path / "config"
+    broken.write_text("apiVersion: v1\nclusters: [\n")
+    code, out, err = _run(capsys, *command, "--kubeconfig", str(broken))
+    assert code == 2 and out == ""
+    assert err.startswith(f"error: kubeconfig {broken}:3:") and err.count("\n") == 1
+
+
+def test_the_client_s_config_not_found_warning_is_silenced(capsys):
+    from kubernetes.aio.config import kube_config as aio_kube_config
+    from kubernetes.config import kube_config
+
+    cli.quiet_kube_client()
+    for module in (kube_config, aio_kube_config):
+        module.KubeConfigMerger("/nonexistent/kubeconfig")
+    assert "Config not found" not in capsys.readouterr().err
+
+
+def test_manifests_parse_alike_with_libyaml_and_without(monkeypatch):
+    from webhook import inputs
+
+    if yaml.__with_libyaml__:
+        assert inputs.LOADER is yaml.CSafeLoader
+    files = sorted((REPO / "examples").rglob("*.yaml")) + sorted(
+        (REPO / "tests/golden").rglob("*.yaml")
+    )
+    fast = [d.obj for f in files for d in inputs.read_documents(str(f), io.StringIO())]
+    monkeypatch.setattr(inputs, "LOADER", yaml.SafeLoader)
+    slow = [d.obj for f in files for d in inputs.read_documents(str(f), io.StringIO())]
+    assert fast == slow and len(fast) > 40
+
+
+# --- certs never silently replaces a CA ---------------------------------------------------------
+
+
+def test_certs_refuses_to_overwrite_an_existing_ca_unless_forced(tmp_path, capsys):
+    out_dir = tmp_path / "pki"
+    code, bundle, _ = _run(capsys, "certs", "--out", str(out_dir))
+    assert code == 0 and bundle.strip()
+    ca_before = (out_dir / "ca.crt").read_bytes()
+    code, out, err = _run(capsys, "certs", "--out", str(out_dir))
+    assert code == 2 and out == ""
+    assert "already holds ca.crt, ca.key, tls.crt, tls.key" in err and "--force" in err
+    assert (out_dir / "ca.crt").read_bytes() == ca_before
+    code, bundle_after, _ = _run(capsys, "certs", "--out", str(out_dir), "--force")
+    assert code == 0 and bundle_after != bundle
+    assert (out_dir / "ca.crt").read_bytes() != ca_before

@@ -27,6 +27,8 @@ ENGINE = [
     "summary.py",
     "status.py",
     "policytests.py",
+    "policyerrors.py",
+    "yamltext.py",
     "kinds",
     "plumbing",
     "rules",

@@ -106,6 +106,36 @@ def test_kubelet_expansion_and_downward_api():
     env, notes = podview.resolve_env(pod_obj, container)
     assert env == {"A": "last wins", "B": "x-$(C)-$(A)", "C": "L", "N": "ml", "R": "", "IP": ""}
     assert notes == [
+        "B: $(C) stays as written: kubelet expands only variables defined above it in env; "
+        "move the entry below them",
         "R: the pod has no annotation r, so kubelet gives an empty value",
         "IP: the pod's IP (status.podIP) is known only once the pod runs",
     ]
+
+
+def test_entries_that_refer_to_injected_variables_are_shown_expanded():
+    job = (
+        volcano_job("ref")
+        .task("master", replicas=1)
+        .task("worker", replicas=2)
+        .env("master", "DIST_URL", "tcp://$(MASTER_ADDR):$(MASTER_PORT)")
+        .env("worker", "DIST_URL", "tcp://$(MASTER_ADDR):$(MASTER_PORT)")
+    )
+    rows = _rows(render(job))
+    assert {name: row.expanded for name, row in rows.items()} == {
+        pod: (("DIST_URL", "tcp://ref-master-0.ref:23456"),)
+        for pod in ("ref-master-0", "ref-worker-0", "ref-worker-1")
+    }
+
+
+def test_a_reference_to_a_later_entry_is_shown_literal_with_the_fix():
+    job = (
+        volcano_job("late")
+        .task("w", replicas=1)
+        .env("w", "URL", "$(HOST):80")
+        .env("w", "HOST", "h")
+        .env("w", "COST", "$$(HOST)")
+    )
+    (row,) = podview.pods(render(job))
+    assert row.expanded == (("URL", "$(HOST):80"),)
+    assert any("URL: $(HOST) stays as written" in n and "below" in n for n in row.notes)

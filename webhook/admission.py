@@ -89,6 +89,9 @@ class Deps:
     clock: Callable[[], float] = time.monotonic
     # Only fetch namespace labels when some policy selects by label.
     needs_namespace_labels: Callable[[], bool] = lambda: True
+    # Redirect mode: where the findings Audit let through are raised as PolicyAudit Events on
+    # the AppWrapper created (never waited for: an Event neither delays nor fails an answer).
+    audit_events: Callable[[Mapping[str, Any], list[audit.Finding]], None] | None = None
 
 
 @dataclass
@@ -450,8 +453,14 @@ async def _wrap(
     if refused:
         return _denied(request.uid, rec, [refused], warnings=verdict.warnings)
     try:
-        await cluster.create_appwrapper(ns, body, dry_run=request.dry_run, timeout=budget.left())
+        created = await cluster.create_appwrapper(
+            ns, body, dry_run=request.dry_run, timeout=budget.left()
+        )
         repeated = False
+        if deps.audit_events is not None and not request.dry_run:
+            found = audit.recorded(appwrapper)
+            if found:
+                deps.audit_events(created, found)
     except AlreadyExists:
         try:
             existing = await cluster.get_appwrapper(ns, aw_name, timeout=budget.left())

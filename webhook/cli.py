@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import logging
 import os
 import ssl
 import sys
@@ -22,62 +23,13 @@ import orjson
 import yaml
 
 from webhook import __version__, adoption, engine, names, objects, podview, policytests
+from webhook.inputs import Document, InputError, read_all, read_documents
 from webhook.policy import Mode, PolicyError, PolicySet
 from webhook.shell import policyfiles
-from webhook.summary import Result, Summary, summarize
+from webhook.summary import Result, Summary, errors, summarize
+from webhook.yamltext import LOADER, yaml_error
 
 EXIT_OK, EXIT_REJECTED, EXIT_UNREADABLE = 0, 1, 2
-
-
-class InputError(Exception):
-    """Input that cannot be read as Kubernetes objects."""
-
-
-@dataclass(frozen=True)
-class Document:
-    index: int
-    obj: dict[str, Any]
-
-
-def read_documents(source: str, stdin: TextIO) -> list[Document]:
-    try:
-        text = stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{source}: cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{source}: not UTF-8 text") from None
-    try:
-        loaded = list(yaml.safe_load_all(text))
-    except yaml.YAMLError as exc:
-        raise InputError(f"{source}: not valid YAML: {exc}") from None
-    except RecursionError:
-        raise InputError(f"{source}: not valid YAML: nested too deeply") from None
-    documents: list[Document] = []
-    for i, doc in enumerate(loaded):
-        if doc is None:
-            continue
-        doc = _as_json(doc, f"{source}: document {i + 1}")
-        if not isinstance(doc, dict):
-            raise InputError(f"{source}: document {i + 1} is not a Kubernetes object (a mapping)")
-        if not isinstance(doc.get("apiVersion"), str) or not isinstance(doc.get("kind"), str):
-            raise InputError(f"{source}: document {i + 1} has no apiVersion and kind")
-        if doc.get("kind") == "List" and isinstance(doc.get("items"), list):
-            for item in doc["items"]:
-                if not isinstance(item, dict):
-                    raise InputError(f"{source}: document {i + 1} has an item that is no object")
-                documents.append(Document(len(documents), item))
-            continue
-        documents.append(Document(len(documents), doc))
-    return documents
-
-
-def _as_json(doc: Any, where: str) -> Any:
-    """The document as the API would see it: JSON values only (a date becomes its string, a
-    non-string key its text, as kubectl converts them); YAML-only values are refused."""
-    try:
-        return orjson.loads(orjson.dumps(doc, option=orjson.OPT_NON_STR_KEYS))
-    except TypeError as exc:
-        raise InputError(f"{where} is not a Kubernetes object: {exc}") from None
 
 
 # --- messages: one line each, the level coloured on a terminal ---------------------------------
@@ -146,8 +98,42 @@ class Evaluated:
 
     @property
     def label(self) -> str:
-        name = objects.name_of(self.doc.obj) or "<generated>"
-        return f"{self.doc.obj.get('kind')} {self.namespace}/{name}"
+        return f"{self.doc.obj.get('kind')} {self.namespace}/{shown_name(self.doc.obj)}"
+
+    @property
+    def generate_name(self) -> str | None:
+        """The object's ``generateName`` where it has no name: every name derived from it
+        here is a placeholder for the one the API server generates."""
+        metadata = objects.as_map(self.doc.obj.get("metadata"))
+        if metadata.get("name"):
+            return None
+        prefix = metadata.get("generateName")
+        return prefix if isinstance(prefix, str) and prefix else None
+
+
+def shown_name(obj: dict[str, Any]) -> str:
+    """The object's name, ``PREFIX<generated>`` for a generateName, ``<unnamed>`` else."""
+    metadata = objects.as_map(obj.get("metadata"))
+    name = metadata.get("name")
+    if isinstance(name, str) and name:
+        return name
+    prefix = metadata.get("generateName")
+    return f"{prefix}<generated>" if isinstance(prefix, str) and prefix else "<unnamed>"
+
+
+def check_namespaces(documents: Sequence[Document], namespace: str | None) -> None:
+    """``-n`` and a document's own namespace must agree, as kubectl insists."""
+    if not namespace:
+        return
+    for doc in documents:
+        own = objects.as_map(doc.obj.get("metadata")).get("namespace")
+        if own and own != namespace:
+            where = f"{doc.source}: " if doc.source and doc.source != "-" else ""
+            raise InputError(
+                f"{where}{doc.obj.get('kind')} {shown_name(doc.obj)} is in namespace {own!r}, "
+                f"but --namespace says {namespace!r}; pass --namespace {own}, or drop "
+                "metadata.namespace from the document (kubectl refuses the same)"
+            )
 
 
 def _labels(items: Sequence[str]) -> dict[str, str]:
@@ -214,7 +200,8 @@ def _adopting(appwrapper: dict[str, Any]) -> bool:
 
 
 def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
-    documents = read_documents(args.file, stdin)
+    documents = read_all(args.files, stdin)
+    check_namespaces(documents, args.namespace)
     policies = _load_policies(args.policy, err)
     evaluated = evaluate(documents, policies, args.namespace, _labels(args.namespace_label))
     for ev in evaluated:
@@ -231,7 +218,8 @@ def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO
         )
         accepted = []
     context = engine.Context(policies=policies, namespace_labels=_labels(args.namespace_label))
-    produced = [obj for ev in accepted for obj in _produced(ev, context, args.mode)]
+    per_doc = [(ev, _produced(ev, context, args.mode)) for ev in accepted]
+    produced = [obj for _, objs in per_doc for obj in objs]
     if any(o.get("kind") == "AppWrapper" and _adopting(o) for o in produced) and not args.pods:
         say(
             err,
@@ -241,8 +229,13 @@ def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO
         )
     if args.pods:
         # The pods come from the stored object in adopt mode, not from its AppWrapper's copy.
-        running = [o for o in produced if o.get("kind") != "AppWrapper" or not _adopting(o)]
-        _print_pods(running, args.namespace or "default", out)
+        running = [
+            (obj, ev.generate_name)
+            for ev, objs in per_doc
+            for obj in objs
+            if obj.get("kind") != "AppWrapper" or not _adopting(obj)
+        ]
+        _print_pods(_pod_tables(running, args.namespace or "default"), args.output, out)
     else:
         _dump(produced, args.output, out)
     return _exit_code(evaluated, args.warn_exit_code)
@@ -260,7 +253,11 @@ def _dump(objs: list[dict[str, Any]], fmt: str, out: TextIO) -> None:
         out.write(yaml.dump_all(objs, Dumper=_Dumper, sort_keys=False, allow_unicode=True))
 
 
-class _Dumper(yaml.SafeDumper):
+# libyaml's emitter where PyYAML has it: the pure-Python one takes most of a large render.
+_DUMPER_BASE: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _Dumper(_DUMPER_BASE):  # type: ignore[valid-type,misc]
     """Plain YAML: no anchors and aliases, which kubectl users do not expect to read."""
 
     def ignore_aliases(self, data: Any) -> bool:
@@ -270,16 +267,65 @@ class _Dumper(yaml.SafeDumper):
 POD_COLUMNS = ("POD", "TASK", "NODE_RANK", "MASTER", "NNODES", "NPROC", "WORLD_SIZE", "GATED")
 
 
-def _print_pods(produced: Sequence[dict[str, Any]], namespace: str, out: TextIO) -> None:
+@dataclass(frozen=True)
+class PodTable:
+    workload: str
+    rows: list[podview.PodRow]
+    # The object's generateName where its name (and so its pods' names and MASTER_ADDR) was
+    # made up here: the API server generates the real one.
+    generate_name: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload,
+            "placeholderName": self.generate_name is not None,
+            **({"generateName": self.generate_name} if self.generate_name else {}),
+            "pods": [
+                {
+                    "name": r.pod,
+                    "task": r.task,
+                    "nodeRank": r.node_rank,
+                    "masterAddr": r.master_addr,
+                    "masterPort": r.master_port,
+                    "nnodes": r.nnodes,
+                    "nprocPerNode": r.nproc,
+                    "worldSize": r.world_size,
+                    "schedulingGates": list(r.gates),
+                    "expandedEnv": dict(r.expanded),
+                    "notes": list(r.notes),
+                }
+                for r in self.rows
+            ],
+        }
+
+
+def _pod_tables(
+    produced: Sequence[tuple[dict[str, Any], str | None]], namespace: str
+) -> list[PodTable]:
     """One table per workload: the pods the cluster will run and what each one sees."""
-    by_workload: dict[str, list[podview.PodRow]] = {}
-    for obj in produced:
+    by_workload: dict[str, PodTable] = {}
+    for obj, generate_name in produced:
         for row in podview.pods(obj, namespace):
-            by_workload.setdefault(row.workload, []).append(row)
-    for n, (workload, rows) in enumerate(by_workload.items()):
+            table = by_workload.setdefault(row.workload, PodTable(row.workload, [], generate_name))
+            table.rows.append(row)
+    return list(by_workload.values())
+
+
+def _print_pods(tables: Sequence[PodTable], fmt: str, out: TextIO) -> None:
+    if fmt == "json":
+        report = {"workloads": [t.as_json() for t in tables]}
+        out.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    for n, t in enumerate(tables):
         if n:
             print(file=out)
-        print(workload, file=out)
+        print(t.workload, file=out)
+        if t.generate_name:
+            print(
+                f"  (placeholder names: the object has generateName {t.generate_name!r}; the API "
+                "server picks the real name, and the pods' names and MASTER_ADDR follow it)",
+                file=out,
+            )
         table = [POD_COLUMNS] + [
             (
                 r.pod,
@@ -291,14 +337,16 @@ def _print_pods(produced: Sequence[dict[str, Any]], namespace: str, out: TextIO)
                 r.world_size,
                 f"yes ({', '.join(r.gates)})" if r.gates else "no",
             )
-            for r in rows
+            for r in t.rows
         ]
         widths = [max(len(line[i]) for line in table) for i in range(len(POD_COLUMNS))]
         for line in table:
             print(
                 "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip(), file=out
             )
-        for r in rows:
+        for r in t.rows:
+            for name, value in r.expanded:
+                print(f"  {r.pod}: {name}={value}", file=out)
             for note in r.notes:
                 print(f"  {r.pod}: {note}", file=out)
 
@@ -307,7 +355,8 @@ def _print_pods(produced: Sequence[dict[str, Any]], namespace: str, out: TextIO)
 
 
 def cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
-    documents = read_documents(args.file, stdin)
+    documents = read_all(args.files, stdin)
+    check_namespaces(documents, args.namespace)
     policies = _load_policies(args.policy, err)
     evaluated = evaluate(documents, policies, args.namespace, _labels(args.namespace_label))
     if args.output == "json":
@@ -316,13 +365,16 @@ def cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO)
         return _exit_code(evaluated, args.warn_exit_code)
     for ev in evaluated:
         _report(ev, err, explain=args.explain)
-        print(f"{ev.label}: {_check_line(ev.summary)}", file=out)
+        line = _check_line(ev.summary)
+        if ev.generate_name and ev.summary.result is Result.WRAPPED:
+            line += " (a placeholder name: the API server generates the object's name)"
+        print(f"{ev.label}: {line}", file=out)
     return _exit_code(evaluated, args.warn_exit_code)
 
 
 def _check_line(s: Summary) -> str:
     if s.result is Result.REJECTED:
-        return f"rejected ({len(s.violations)} violation(s))"
+        return f"rejected ({errors(len(s.violations))})"
     if s.result is Result.WRAPPED:
         return f"would be wrapped into AppWrapper {s.appwrapper}"
     if s.result is Result.COMPLETED:
@@ -346,7 +398,9 @@ def _check_json(ev: Evaluated) -> dict[str, Any]:
 
 
 def cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
-    documents = None if args.file is None else read_documents(args.file, stdin)
+    documents = read_all(args.files, stdin) if args.files else None
+    if documents is not None:
+        check_namespaces(documents, args.namespace)
     policies = _load_policies(args.policy, err)
     labels = _labels(args.namespace_label)
     if documents is None:
@@ -419,15 +473,88 @@ def cmd_test(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) 
 # --- in the cluster --------------------------------------------------------------------------
 
 
+# The Kubernetes client logs "Config not found: PATH" as a warning before it raises; the error
+# autowrap reports says what is wrong once, on one line.
+KUBE_CLIENT_LOGGERS = ("kubernetes.config.kube_config", "kubernetes.aio.config.kube_config")
+SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+
+
+def quiet_kube_client() -> None:
+    for name in KUBE_CLIENT_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def in_cluster() -> bool:
+    """Whether the client's in-cluster configuration applies (it is tried first)."""
+    return (
+        bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+        and bool(os.environ.get("KUBERNETES_SERVICE_PORT"))
+        and SERVICE_ACCOUNT_TOKEN.is_file()
+    )
+
+
+def check_kubeconfig(path: str | None, *, required: bool) -> None:
+    """A kubeconfig that is named but missing, or that is not YAML, is one line here rather
+    than the client's traceback; ``required`` (``status``) also wants one to exist."""
+    if path:
+        if not Path(path).expanduser().is_file():
+            raise InputError(f"{path}: no such file; pass --kubeconfig with your kubeconfig")
+        candidates = [path]
+    elif in_cluster():
+        return
+    else:
+        configured = os.environ.get("KUBECONFIG")
+        candidates = [c for c in (configured or "~/.kube/config").split(os.pathsep) if c]
+        present = [c for c in candidates if Path(c).expanduser().is_file()]
+        if not present and required:
+            named = f"$KUBECONFIG ({configured})" if configured else "~/.kube/config"
+            raise InputError(
+                f"no Kubernetes configuration: {named} does not exist and this is not a pod "
+                "with a service account; pass --kubeconfig PATH"
+            )
+        candidates = present
+    for candidate in candidates:
+        file = Path(candidate).expanduser()
+        try:
+            loaded = yaml.load(file.read_text(encoding="utf-8"), Loader=LOADER)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"kubeconfig {candidate}: cannot read: {exc}") from None
+        except yaml.YAMLError as exc:
+            raise InputError(f"kubeconfig {yaml_error(candidate, exc)}") from None
+        if loaded is not None and not isinstance(loaded, dict):
+            raise InputError(
+                f"kubeconfig {candidate}: not a kubeconfig (a YAML mapping with clusters, users "
+                "and contexts)"
+            )
+
+
 def cmd_serve(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
     from webhook.shell import server
 
+    quiet_kube_client()
+    check_kubeconfig(args.kubeconfig, required=False)
     return server.main(args)
 
 
 def cmd_certs(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
     from webhook.shell import certs
 
+    target = Path(args.out)
+    present = [
+        name
+        for name in (certs.CA_CERT, certs.CA_KEY, certs.TLS_CERT, certs.TLS_KEY)
+        if (target / name).exists()
+    ]
+    if present and not args.force:
+        ca = (
+            " (a CA that webhook configurations' caBundle may trust)"
+            if certs.CA_CERT in present
+            else ""
+        )
+        raise InputError(
+            f"{target} already holds {', '.join(present)}{ca}: writing would replace them; "
+            "pass --force to replace them, or choose another --out DIR"
+        )
     return certs.main(args, out)
 
 
@@ -437,6 +564,8 @@ def cmd_status(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO
     from webhook import status
     from webhook.shell import follow, kube
 
+    quiet_kube_client()
+    check_kubeconfig(args.kubeconfig, required=True)
     kind_name, _, name = args.object.partition("/")
     kind = follow.KINDS.get(kind_name.lower())
     if kind is None or not name:
@@ -507,7 +636,13 @@ def parser() -> argparse.ArgumentParser:
 
     def offline(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("file", metavar="FILE|-", help="YAML (multi-document) or - for stdin")
+        p.add_argument(
+            "files",
+            nargs="+",
+            metavar="FILE|DIR|-",
+            help="YAML or JSON files (multi-document), directories (their *.yaml, *.yml and "
+            "*.json files, not subdirectories) or - for stdin; several may be given",
+        )
         _policy_options(p)
         p.add_argument(
             "--explain",
@@ -565,7 +700,8 @@ def parser() -> argparse.ArgumentParser:
         choices=("text", "json"),
         default="text",
         help="text: one line per document on stdout, findings on stderr; json: one report on "
-        "stdout with every document's result, violations and warnings (default: text)",
+        "stdout with every document's result, errors (key violations) and warnings "
+        "(default: text)",
     )
     check.set_defaults(handler=cmd_check)
 
@@ -576,7 +712,10 @@ def parser() -> argparse.ArgumentParser:
         "to each document of FILE and why (exit 1 when one is rejected).",
     )
     explain.add_argument(
-        "file", nargs="?", metavar="FILE|-", help="YAML or - for stdin (default: none)"
+        "files",
+        nargs="*",
+        metavar="FILE|DIR|-",
+        help="files, directories or - for stdin, as for check (default: none)",
     )
     _policy_options(explain)
     explain.set_defaults(handler=cmd_explain)
@@ -693,6 +832,12 @@ def parser() -> argparse.ArgumentParser:
         help="Service namespace (default: autowrap-system)",
     )
     certs.add_argument("--out", required=True, metavar="DIR", help="output directory (required)")
+    certs.add_argument(
+        "--force",
+        action="store_true",
+        help="replace ca.crt, ca.key, tls.crt and tls.key where DIR already holds them (a new "
+        "CA: every caBundle that trusts the old one must be updated) (default: off: refuse)",
+    )
     certs.set_defaults(handler=cmd_certs)
 
     follow = sub.add_parser(

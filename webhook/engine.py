@@ -464,6 +464,7 @@ def wrap(
         findings += size_rules.check(completed, what="the AppWrapper")
     if check and not findings:
         findings += bypass_findings(obj, adapter, match, context)
+        findings += name_rules.check_named(obj)
         findings += workload_findings(component, adapter, policy)
         findings += queue.check(chosen_queue, policy.queue)
         findings += fault_tolerance.check(objects.annotations_of(obj), policy.fault_tolerance)

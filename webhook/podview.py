@@ -19,6 +19,7 @@ from typing import Any
 
 from webhook import kinds, objects
 from webhook.objects import Obj, as_list, as_map
+from webhook.plumbing import env as env_plumbing
 from webhook.plumbing import pods as pod_plumbing
 from webhook.workload import KindAdapter, PodGroup
 
@@ -26,7 +27,6 @@ NOT_SET = "-"  # autowrap injects nothing of that name into this pod
 UNKNOWN = "?"  # set, but to something only the running pod knows (see the row's notes)
 
 _FIELD_REF = re.compile(r"^metadata\.(annotations|labels)\[['\"](.+)['\"]\]$")
-_VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 _RUNTIME_FIELDS = {
     "metadata.uid": "the pod's uid",
     "spec.nodeName": "the node's name",
@@ -50,6 +50,9 @@ class PodRow:
     world_size: str
     gates: tuple[str, ...]  # scheduling gates the pod starts with (it waits until all are gone)
     notes: tuple[str, ...] = ()  # why a value is UNKNOWN, or what the pod webhook refused
+    # The first container's entries whose value refers to other variables (``$(MASTER_ADDR)``),
+    # as the process sees them once kubelet expanded them.
+    expanded: tuple[tuple[str, str], ...] = ()
 
     @property
     def master(self) -> str:
@@ -121,6 +124,8 @@ def _row(workload: str, task: str, pod: Obj, refused: tuple[str, ...]) -> PodRow
         got = env.get(name)
         return NOT_SET if got is None else (got or UNKNOWN)
 
+    referring = _referring(as_map(containers[0])) if containers else []
+
     return PodRow(
         workload=workload,
         task=task,
@@ -133,7 +138,20 @@ def _row(workload: str, task: str, pod: Obj, refused: tuple[str, ...]) -> PodRow
         world_size=value("WORLD_SIZE"),
         gates=gates,
         notes=(*refused, *notes),
+        expanded=tuple((n, env.get(n, "")) for n in referring),
     )
+
+
+def _referring(container: Mapping[str, Any]) -> list[str]:
+    """Names of the entries whose literal value refers to other variables, once each."""
+    found = [
+        str(entry["name"])
+        for entry in (as_map(e) for e in as_list(container.get("env")))
+        if isinstance(entry.get("name"), str)
+        and "valueFrom" not in entry
+        and env_plumbing.references(entry.get("value"))
+    ]
+    return list(dict.fromkeys(found))
 
 
 def resolve_env(
@@ -150,7 +168,15 @@ def resolve_env(
             continue
         source = as_map(entry.get("valueFrom"))
         if not source:
-            out[name] = _expand(str(entry.get("value", "")), out)
+            text = str(entry.get("value", ""))
+            later = sorted(env_plumbing.references(text) - out.keys())
+            if later:
+                listed = ", ".join(f"$({n})" for n in later)
+                notes.append(
+                    f"{name}: {listed} stays as written: kubelet expands only variables "
+                    "defined above it in env; move the entry below them"
+                )
+            out[name] = _expand(text, out)
             continue
         field_path = as_map(source.get("fieldRef")).get("fieldPath")
         if not isinstance(field_path, str):
@@ -165,15 +191,15 @@ def resolve_env(
 
 
 def _expand(text: str, defined: Mapping[str, str]) -> str:
-    """Kubelet's ``$(VAR)`` expansion: earlier entries only; ``$$`` is a literal ``$``; an
-    unknown reference stays as written."""
+    """Kubelet's ``$(VAR)`` expansion (third_party/forked/golang/expansion/expand.go): earlier
+    entries only; ``$$`` is a literal ``$``; an unknown reference stays as written."""
 
     def one(m: re.Match[str]) -> str:
-        if m.group(0) == "$$":
+        if m.group(1) is None:
             return "$"
         return defined.get(m.group(1), m.group(0))
 
-    return _VAR_REF.sub(one, text)
+    return env_plumbing.REFERENCE.sub(one, text)
 
 
 def _field(pod: Mapping[str, Any], path: str) -> tuple[str, str]:

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from webhook import durations
+from webhook import durations, policyerrors, yamltext
 
 # Matched case-insensitively, earliest pattern first; a glob never matches a share of a
 # device (``*-memory``, ``*cores``; see plumbing/env.py), a name spelled out always counts.
@@ -175,7 +175,7 @@ def _check_fault_tolerance_map(values: Mapping[str, Any], *, caps: bool) -> dict
     out: dict[str, str] = {}
     for key, raw in values.items():
         if key not in FAULT_TOLERANCE_KEYS:
-            raise ValueError(f'unknown key "{key}"; known keys: {", ".join(FAULT_TOLERANCE_KEYS)}')
+            raise ValueError(policyerrors.unknown_key(str(key), FAULT_TOLERANCE_KEYS))
         value = str(raw)
         if key in FAULT_TOLERANCE_DURATIONS:
             durations.parse_seconds(value)
@@ -359,19 +359,12 @@ class Match:
     reason: str
 
 
-def _field_path(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "<document>"
-
-
 def parse(text: str, *, source: str) -> list[Policy]:
     """Policies in one YAML file; raises PolicyError naming the file, document and field."""
     try:
         documents = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
-        raise PolicyError(f"{source}: not valid YAML: {exc}") from None
+        raise PolicyError(yamltext.yaml_error(source, exc)) from None
     policies = []
     for i, doc in enumerate(documents):
         where = source if len(documents) == 1 else f"{source} (document {i + 1})"
@@ -380,9 +373,7 @@ def parse(text: str, *, source: str) -> list[Policy]:
         try:
             policies.append(Policy.model_validate({**doc, "source": source}))
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{_field_path(tuple(e['loc']))}: {e['msg']}" for e in exc.errors()
-            )
+            problems = "; ".join(policyerrors.describe(Policy, e) for e in exc.errors())
             raise PolicyError(f"{where}: {problems}") from None
     return policies
 

@@ -31,7 +31,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from webhook import names, objects
+from webhook import names, objects, policyerrors, yamltext
 from webhook.summary import Result, Summary
 
 TEST_FILE = "autowrap-test.yaml"
@@ -70,24 +70,17 @@ class TestFile(_Model):
     cases: tuple[Case, ...] = Field(min_length=1)
 
 
-def _field_path(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "<document>"
-
-
 def parse(text: str, *, source: str) -> TestFile:
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise TestFileError(f"{source}: not valid YAML: {' '.join(str(exc).split())}") from None
+        raise TestFileError(yamltext.yaml_error(source, exc)) from None
     if not isinstance(doc, dict):
         raise TestFileError(f"{source}: expected a mapping with kind: PolicyTest")
     try:
         return TestFile.model_validate(doc)
     except ValidationError as exc:
-        problems = "; ".join(f"{_field_path(tuple(e['loc']))}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(policyerrors.describe(TestFile, e) for e in exc.errors())
         raise TestFileError(f"{source}: {problems}") from None
 
 

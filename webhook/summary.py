@@ -60,6 +60,11 @@ class Summary:
         }
 
 
+def errors(count: int) -> str:
+    """``1 error``, ``2 errors``: how a count of findings is said to users."""
+    return f"{count} error" if count == 1 else f"{count} errors"
+
+
 def _finding(violation: Violation, *, audit: bool = False) -> Finding:
     return Finding(str(violation.path), violation.detail, audit)
 
@@ -75,9 +80,8 @@ def summarize(outcome: engine.Outcome) -> Summary:
     appwrapper = _appwrapper_name(outcome.result)
     if verdict.denied:
         result, appwrapper = Result.REJECTED, None
-        reason = (
-            f"rejected: {len(violations)} violation(s); nothing is created until they are fixed"
-        )
+        them = "it is" if len(violations) == 1 else "they are"
+        reason = f"rejected: {errors(len(violations))}; nothing is created until {them} fixed"
     elif outcome.action is engine.Action.WRAP:
         result = Result.WRAPPED
         reason = f"wrapped into AppWrapper {appwrapper}" if appwrapper else "wrapped"
@@ -89,7 +93,7 @@ def summarize(outcome: engine.Outcome) -> Summary:
         reason = f"unchanged: {outcome.reason}" if outcome.reason else "unchanged"
     if audited and match is not None:
         reason += (
-            f" ({len(outcome.errors)} violation(s) reported as warnings: policy "
+            f" ({errors(len(outcome.errors))} reported as warnings: policy "
             f"{match.policy.name!r} only audits)"
         )
     return Summary(

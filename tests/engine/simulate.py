@@ -3,7 +3,8 @@
 Volcano creates pod ``{job}-{task}-{i}`` from the task template, sets ``volcano.sh/task-index``
 as label and annotation, and its svc plugin fills an empty hostname/subdomain; autowrap's pod
 mutation then runs (``webhook.plumbing.pods.mutate``); kubelet resolves each env entry (a
-literal, or a downward-API fieldRef) and keeps the last entry of a name.
+literal, expanded against the entries above it, or a downward-API fieldRef) and keeps the last
+entry of a name.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tests.support.sim.kubelet import expand
 from webhook import names
 from webhook.plumbing import pods
 
@@ -45,12 +47,14 @@ class Unresolvable(AssertionError):
 
 
 def resolve_env(pod: Mapping[str, Any], container: Mapping[str, Any]) -> dict[str, str]:
-    """Every env entry of a container as kubelet would see it on this pod."""
+    """Every env entry of a container as kubelet would see it on this pod: a literal value is
+    expanded against the entries defined before it (``$(NAME)``; ``$$`` is a ``$``; a name not
+    yet defined stays as written), as makeEnvironmentVariables does."""
     out: dict[str, str] = {}
     for entry in container.get("env") or []:
         name = entry["name"]
         if "value" in entry or "valueFrom" not in entry:
-            out[name] = str(entry.get("value", ""))
+            out[name] = expand(str(entry.get("value", "")), out)
             continue
         ref = entry["valueFrom"].get("fieldRef")
         if ref is None:

@@ -184,13 +184,18 @@ def test_policy_accelerator_list_decides_what_counts():
     assert pods_of(render(gpu_job, only_fpga))[0].env()["NPROC_PER_NODE"] == "1"
 
 
-def test_gpu_count_from_requests_when_a_container_sets_no_limits():
+def test_gpus_requested_without_a_limit_are_refused_not_counted():
+    # Kubernetes refuses such a pod (an extended resource needs a limit equal to its request),
+    # so no process count is derived from it.
     job = volcano_job("req").task("worker", replicas=2)
     obj = job.build()
     obj["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["resources"] = {
         "requests": {"nvidia.com/gpu": "2"}
     }
-    assert pods_of(render(obj))[0].env()["NPROC_PER_NODE"] == "2"
+    outcome = outcome_of(obj)
+    assert [str(v.path) for v in outcome.errors] == [
+        "spec.tasks[0].template.spec.containers[0].resources.limits[nvidia.com/gpu]"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -305,3 +310,65 @@ def test_a_master_task_without_replicas_is_rejected_at_its_replicas(job, path):
 def test_a_job_without_any_pods_needs_no_master():
     job = volcano_job("j").task("master", replicas=0).task("worker", replicas=0)
     assert outcome_of(job).errors == ()
+
+
+# --- references to injected variables (kubelet's $(VAR) expansion) -----------------------------
+
+
+def test_a_user_entry_that_refers_to_injected_variables_expands_in_every_pod():
+    job = (
+        volcano_job("ref")
+        .task("master", replicas=1)
+        .task("worker", replicas=2)
+        .env("master", "DIST_URL", "tcp://$(MASTER_ADDR):$(MASTER_PORT)")
+        .env("worker", "DIST_URL", "tcp://$(MASTER_ADDR):$(MASTER_PORT)")
+        .env("worker", "WHO", "$(RANK)/$(WORLD_SIZE)")
+    )
+    pods = pods_of(render(job))
+    assert {p.name: p.env()["DIST_URL"] for p in pods} == {
+        "ref-master-0": "tcp://ref-master-0.ref:23456",
+        "ref-worker-0": "tcp://ref-master-0.ref:23456",
+        "ref-worker-1": "tcp://ref-master-0.ref:23456",
+    }
+    assert {p.name: p.env()["WHO"] for p in pods if p.task == "worker"} == {
+        "ref-worker-0": "1/3",
+        "ref-worker-1": "2/3",
+    }
+
+
+def test_kubelet_s_rules_still_hold_around_the_injected_entries():
+    job = (
+        volcano_job("esc")
+        .task("worker", replicas=1)
+        .env("worker", "FIRST", "plain")
+        .env("worker", "ESCAPED", "$$(MASTER_ADDR)")
+        .env("worker", "UNKNOWN", "$(NOT_DEFINED)-$(MASTER_PORT)")
+        .env("worker", "LATER", "$(AFTER)")
+        .env("worker", "AFTER", "x")
+    )
+    rendered = render(job)
+    container = component(rendered)["spec"]["tasks"][0]["template"]["spec"]["containers"][0]
+    names = [e["name"] for e in container["env"]]
+    # Entries that refer to nothing injected keep their place; autowrap's come before the first
+    # entry that refers to one of them.
+    assert names[:2] == ["FIRST", "ESCAPED"]
+    assert names.index("MASTER_PORT") < names.index("UNKNOWN")
+    (only,) = pods_of(rendered)
+    env = only.env()
+    assert env["ESCAPED"] == "$(MASTER_ADDR)"
+    assert env["UNKNOWN"] == "$(NOT_DEFINED)-23456"
+    assert env["LATER"] == "$(AFTER)"
+
+
+def test_without_references_the_injected_entries_follow_the_user_s():
+    job = volcano_job("plain").task("worker", replicas=1).env("worker", "A", "1")
+    env = component(render(job))["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["env"]
+    assert env[0] == {"name": "A", "value": "1"}
+    assert [e["name"] for e in env[1:]] == list(INJECTED)
+
+
+def test_placing_the_entries_before_a_reference_is_stable_when_applied_again():
+    job = volcano_job("twice").task("worker", replicas=2).env("worker", "U", "$(NNODES)")
+    once = render(job)
+    again = render(component(once))
+    assert component(again) == component(once)

@@ -114,7 +114,7 @@ def test_a_document_in_a_multi_document_file_is_named():
     ],
 )
 def test_unreadable_policy_files_are_named(text):
-    assert _load_error(text, source="bad.yaml").startswith("bad.yaml: ")
+    assert _load_error(text, source="bad.yaml").startswith("bad.yaml:")
 
 
 def test_duplicate_policy_names_across_files_are_an_error():
@@ -319,3 +319,53 @@ def test_policy_defaults_are_sensible():
     assert spec.master_port == 23456
     assert "nvidia.com/gpu" in spec.accelerators and "huawei.com/Ascend*" in spec.accelerators
     assert spec.enforcement.value == "Enforce"
+
+
+# --- mistakes said as a manifest's are: the field, what is wrong, the fix ----------------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "wanted"),
+    [
+        pytest.param(
+            {"masterPrt": 1},
+            "spec.masterPrt: unknown field 'masterPrt' in spec; did you mean 'masterPort'?",
+            id="a typo of a field",
+        ),
+        pytest.param(
+            {"queue": {"deflt": "q"}},
+            "spec.queue.deflt: unknown field 'deflt' in spec.queue; did you mean 'default'?",
+            id="a typo in a nested section",
+        ),
+        pytest.param(
+            {"mode": "adopt"},
+            "spec.mode: 'adopt' is not allowed; use 'Adopt' or 'Redirect' (did you mean 'Adopt'?",
+            id="a value in the wrong case",
+        ),
+        pytest.param(
+            {"wrap": "Sometimes"},
+            "spec.wrap: 'Sometimes' is not allowed; use 'OptIn' or 'Always'",
+            id="a value that is not one of the allowed",
+        ),
+        pytest.param(
+            {"accelerators": "nvidia.com/gpu"},
+            "spec.accelerators: 'nvidia.com/gpu' is not a list; write a list here",
+            id="one value where a list is wanted",
+        ),
+        pytest.param(
+            {"faultTolerance": {"defaults": {"retryLimitt": "3"}}},
+            "spec.faultTolerance.defaults: unknown key 'retryLimitt'; did you mean 'retryLimit'?",
+            id="a typo of a fault-tolerance setting",
+        ),
+        pytest.param(
+            {"masterPort": 99999},
+            "spec.masterPort: must be less than or equal to 65535, got 99999",
+            id="a number out of range",
+        ),
+    ],
+)
+def test_policy_mistakes_are_said_like_manifest_mistakes(fields, wanted):
+    message = _load_error(policy("p").set(**fields).yaml())
+    assert wanted in message
+    for pydantic_words in ("Extra inputs", "Input should", "Field required", "Value error"):
+        assert pydantic_words not in message

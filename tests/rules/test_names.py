@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.builders import volcano_job
+from tests.builders import pod, volcano_job
 from tests.engine.helpers import outcome_of, rendered_paths
 
 
@@ -93,3 +93,13 @@ def test_the_pod_name_message_names_the_pod_and_its_length():
     outcome = outcome_of(volcano_job("j" * 55).task("worker", replicas=10))
     assert f"'{'j' * 55}-worker-9'" in outcome.errors[0].detail
     assert "has 64 characters" in outcome.errors[0].detail
+
+
+def test_a_candidate_without_name_or_generate_name_is_refused():
+    for builder in (volcano_job("x").task("w", replicas=1), pod("x").wrap()):
+        obj = builder.build()
+        del obj["metadata"]["name"]
+        paths = [str(v.path) for v in outcome_of(obj).errors]
+        assert paths == ["metadata.name"]
+        obj["metadata"]["generateName"] = "x-"
+        assert outcome_of(obj).errors == ()

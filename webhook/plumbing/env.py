@@ -332,4 +332,36 @@ def _with_env(container: dict[str, Any], desired: Sequence[Mapping[str, Any]]) -
     # them exactly (strings in plain maps) and, unlike ``objects.deep_copy`` (marshal keeps
     # shared references), unshared: every entry of the result is a map of its own, as if the
     # user had written it.
-    return {**container, "env": [*have, *orjson.loads(orjson.dumps(missing))]}
+    added = orjson.loads(orjson.dumps(missing))
+    at = first_reference(have, {entry["name"] for entry in missing})
+    return {**container, "env": [*have[:at], *added, *have[at:]]}
+
+
+# ``$(NAME)`` as kubelet reads it (third_party/forked/golang/expansion/expand.go:81-95): ``$$``
+# is an escaped ``$`` and never starts a reference.
+REFERENCE = re.compile(r"\$\$|\$\(([^)]*)\)")
+
+
+def references(value: object) -> set[str]:
+    """The variable names a literal env value refers to as ``$(NAME)``."""
+    if not isinstance(value, str) or "$(" not in value:
+        return set()
+    return {m.group(1) for m in REFERENCE.finditer(value) if m.group(1) is not None}
+
+
+def first_reference(env: Sequence[Any], injected: set[str]) -> int:
+    """Where autowrap's entries go in a container's ``env``: before the first entry whose value
+    refers to one of them, else at the end.
+
+    Kubelet expands ``$(NAME)`` in a value only from the entries listed before it
+    (pkg/kubelet/kubelet_pods.go, makeEnvironmentVariables, expands each ``container.Env``
+    value with ``expansion.MappingFuncFor`` over the variables defined so far) and leaves an
+    unknown reference as written (expand.go:22-33), so ``DIST_URL=tcp://$(MASTER_ADDR):...``
+    works only with ``MASTER_ADDR`` above it. Entries that refer to none stay first, so a
+    template without references keeps its order (and its stored form) unchanged.
+    """
+    for i, entry in enumerate(env):
+        literal = isinstance(entry, dict) and "valueFrom" not in entry
+        if literal and references(entry.get("value")) & injected:
+            return i
+    return len(env)

@@ -1,7 +1,11 @@
-"""Pod names: the last pod of every group must have a name that can be its DNS host label.
+"""Names: the object has one (or asks for one), and the last pod of every group can have a name
+that is its DNS host label.
 
-Volcano's own check formats the pod name with the task's *position*, not the highest replica
-index, so ``{job}-{task}-{replicas-1}`` over 63 characters slips through it and fails later.
+The API server refuses an object with neither ``metadata.name`` nor ``metadata.generateName``
+("name or generateName is required": k8s.io/apimachinery pkg/api/validation/objectmeta.go,
+``ValidateObjectMetaAccessor``), so autowrap does not promise to wrap one. Volcano's own check
+formats the pod name with the task's *position*, not the highest replica index, so
+``{job}-{task}-{replicas-1}`` over 63 characters slips through it and fails later.
 """
 
 from __future__ import annotations
@@ -9,8 +13,24 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from webhook.fields import Violation, error
+from webhook.fields import METADATA, Violation, error
+from webhook.objects import as_map
 from webhook.workload import KindAdapter, PodGroup
+
+
+def check_named(obj: Mapping[str, Any]) -> list[Violation]:
+    """A submitted object names itself, or asks the API server for a name."""
+    metadata = as_map(obj.get("metadata"))
+    if metadata.get("name") or metadata.get("generateName"):
+        return []
+    return [
+        error(
+            METADATA.child("name"),
+            "required: the object has neither metadata.name nor metadata.generateName, and "
+            "Kubernetes refuses it (name or generateName is required); set metadata.name, or "
+            "metadata.generateName for a generated one",
+        )
+    ]
 
 
 def check(

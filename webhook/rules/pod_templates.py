@@ -7,7 +7,12 @@ does not parse as a PodSpec (``webhook.podschema``). Kubernetes' own pod validat
 Volcano runs on every task template (volcano-sh/volcano
 pkg/webhooks/admission/jobs/validate/admit_job.go:334-359, ``ValidatePodTemplate``), refuses
 negative quantities, requests above limits and pod-level resources below what the containers
-ask for together (the cases of admit_job_test.go:1817-2025).
+ask for together (the cases of admit_job_test.go:1817-2025), and an extended resource
+(``nvidia.com/gpu``, ``huawei.com/ascend-1980``) or hugepages that are not whole, requested
+without a limit or with a request other than the limit: kubernetes/kubernetes
+pkg/apis/core/validation/validation.go, ``ValidateResourceRequirements`` (a request of a
+resource for which ``helper.IsOvercommitAllowed`` is false needs a limit and must equal it) and
+``ValidateResourceQuantityValue`` (``helper.IsIntegerResourceName``: whole numbers only).
 """
 
 from __future__ import annotations
@@ -137,8 +142,21 @@ def _check_requirements(resources: Mapping[str, Any], path: FieldPath) -> list[V
                 continue
             parsed[str(name)] = value
         amounts[kind] = parsed
+    for kind, parsed in amounts.items():
+        for name, value in parsed.items():
+            if is_extended(name) and value != value.to_integral_value():
+                found.append(
+                    error(
+                        path.child(kind).key(name),
+                        f"{quantity.show(value)} is not a whole number; {name} is an extended "
+                        "resource, which Kubernetes counts in whole devices",
+                    )
+                )
     for name, request in amounts["requests"].items():
         limit = amounts["limits"].get(name)
+        if not overcommit_allowed(name):
+            found += _exact(name, request, limit, path)
+            continue
         if limit is not None and request > limit:
             found.append(
                 error(
@@ -148,6 +166,49 @@ def _check_requirements(resources: Mapping[str, Any], path: FieldPath) -> list[V
                 )
             )
     return found
+
+
+def is_native(name: str) -> bool:
+    """A resource Kubernetes defines itself: no domain, or a ``kubernetes.io/`` one
+    (``helper.IsNativeResource``)."""
+    return "/" not in name or "kubernetes.io/" in name
+
+
+def is_extended(name: str) -> bool:
+    """An extended resource (``helper.IsExtendedResourceName``): one a device plugin or an
+    operator advertises, such as ``nvidia.com/gpu``."""
+    return not is_native(name) and not name.startswith("requests.")
+
+
+def overcommit_allowed(name: str) -> bool:
+    """``helper.IsOvercommitAllowed``: native resources other than hugepages."""
+    return is_native(name) and not name.startswith("hugepages-")
+
+
+def _exact(name: str, request: Decimal, limit: Decimal | None, path: FieldPath) -> list[Violation]:
+    """A resource Kubernetes never overcommits: the request needs a limit, and the same one."""
+    what = "an extended resource" if is_extended(name) else "hugepages"
+    amount = quantity.show(request)
+    if limit is None:
+        return [
+            error(
+                path.child("limits").key(name),
+                f"required: {name} is {what}, which Kubernetes never overcommits, so a request "
+                f"needs a limit and the pod is refused without one; set limits: {{{name}: "
+                f"{amount}}} (a limit alone is enough: the request defaults to it)",
+            )
+        ]
+    if request != limit:
+        return [
+            error(
+                path.child("requests").key(name),
+                f"the request {amount} differs from the limit {quantity.show(limit)}; {name} is "
+                f"{what}, which Kubernetes never overcommits, so the request must equal the "
+                "limit: set both to the same amount, or drop the request (it defaults to the "
+                "limit)",
+            )
+        ]
+    return []
 
 
 def _check_pod_level(

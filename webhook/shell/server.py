@@ -9,24 +9,26 @@ unexpected error is logged and answered with a clean denial, never a traceback.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import dataclasses
 import gc
 import logging
 import os
+import shutil
 import signal
 import sys
 import time
 from argparse import Namespace
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from aiohttp import web
 
-from webhook import __version__, admission, durations, names, policy, review
+from webhook import __version__, admission, audit, durations, names, policy, review
 from webhook.policy import PolicyError, PolicySet
 from webhook.shell import certs, kube, lanes, opevents, policyfiles
 from webhook.shell.kube import KubeClient, NoConfiguration
@@ -68,6 +70,51 @@ def configure_logging(level: str = "info") -> None:
     log.propagate = False
 
 
+class _Emitter(Protocol):
+    def emit(
+        self, obj: dict[str, Any], reason: str, message: str, *, warning: bool = False
+    ) -> Coroutine[Any, Any, None]: ...
+
+
+class AuditEvents:
+    """Redirect mode's record of what Audit let through, as adopt mode's controller raises it
+    on the object it adopts: one ``PolicyAudit`` Warning Event per finding, through the same
+    ``Recorder``, here on the AppWrapper that stands in for the object (the object itself was
+    never stored). Written on the serving loop, from a lane's thread too, and never waited for:
+    an Event neither delays nor fails an answer."""
+
+    def __init__(self, recorder: _Emitter, loop: asyncio.AbstractEventLoop) -> None:
+        self._recorder = recorder
+        self._loop = loop
+        self._pending: set[asyncio.Task[None]] = set()
+
+    def __call__(self, appwrapper: Mapping[str, Any], found: list[audit.Finding]) -> None:
+        subject = dict(appwrapper)
+        messages = [finding.render() for finding in found]
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
+            self._start(subject, messages)
+        elif not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._start, subject, messages)
+
+    def _start(self, subject: dict[str, Any], messages: list[str]) -> None:
+        async def emit_all() -> None:
+            for message in messages:
+                await self._recorder.emit(subject, "PolicyAudit", message, warning=True)
+
+        task = self._loop.create_task(emit_all())
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def flush(self) -> None:
+        """Wait for the Events under way (a drain; tests)."""
+        while self._pending:
+            await asyncio.gather(*list(self._pending), return_exceptions=True)
+
+
 @dataclass
 class State:
     """Everything the handlers share; swapped fields are replaced whole, never mutated."""
@@ -96,6 +143,8 @@ class State:
     idle: asyncio.Event = field(default_factory=asyncio.Event)
     # Large reviews, computed off the serving loop a few at a time (webhook.shell.lanes).
     heavy: lanes.Lanes = field(default_factory=lanes.Lanes)
+    # Redirect mode's PolicyAudit Events on the AppWrappers it creates (with API access).
+    audit_events: AuditEvents | None = None
 
     def __post_init__(self) -> None:
         self.metrics = Metrics(in_flight=lambda: self.in_flight)
@@ -111,6 +160,7 @@ class State:
             policies=lambda: self.policies,
             cluster=self.cluster,
             needs_namespace_labels=self.uses_namespace_labels,
+            audit_events=self.audit_events,
         )
 
 
@@ -211,6 +261,8 @@ async def _answer(
             if answer is None:
                 return _busy(body, record)
             response = answer
+        if state.cluster is None and record.decision in ADOPTION_DECISIONS:
+            response = _nobody_adopts(record)
     except review.BadReview as exc:
         record.decision, record.code, record.detail = "bad-request", exc.status, exc.reason
         return _bad(exc.status, exc.reason)
@@ -247,6 +299,27 @@ async def _on_a_lane(
                                      record=record, arrived=arrived)  # fmt: skip
 
     return await state.heavy.run(work, state.cluster, wait=wait)
+
+
+# What /mutate and /validate decide for an object they leave to the adopt-mode controller.
+ADOPTION_DECISIONS = frozenset({"prepared", "adopting"})
+
+
+def _nobody_adopts(record: admission.Record) -> dict[str, Any]:
+    """Adopt mode without API access: no controller will ever adopt the object, so it would
+    stay gated (its pods never start) and hold its finalizer. Refused as redirect mode refuses
+    a wrap it cannot create: 503, nothing stored."""
+    record.decision, record.code, record.appwrapper = "no-api", 503, ""
+    what = f"{record.kind} {record.namespace}/{record.name}" if record.name else record.kind
+    return review.deny(
+        record.uid,
+        f"autowrap admitted nothing: it has no access to the Kubernetes API, so its controller "
+        f"cannot adopt {what} (adopt mode) and the object would wait, gated, forever; run "
+        "`autowrap serve` with API access (in the cluster, or --kubeconfig PATH) and create it "
+        "again",
+        code=503,
+        reason="ServiceUnavailable",
+    )
 
 
 def _busy(body: bytes, record: admission.Record) -> web.Response:
@@ -623,6 +696,8 @@ class Running:
     metrics_runner: web.AppRunner
     site: web.TCPSite
     tasks: list[asyncio.Task[None]]
+    # The development pair's directory (no --cert-dir): its private keys go when the server does.
+    scratch: Path | None = None
 
     @property
     def port(self) -> int:
@@ -649,8 +724,12 @@ class Running:
         if events is not None:
             await events.flush()
             opevents.install(None)
+        if state.audit_events is not None:
+            await state.audit_events.flush()
         if state.cluster is not None:
             await state.cluster.close()
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
         log.info("stopped", extra={"fields": {"in_flight": state.in_flight}})
 
 
@@ -668,9 +747,15 @@ async def start(options: Options) -> Running:
     if state.cluster is not None:
         state.cluster.observe = state.metrics.api_call
         opevents.install(_operator_events(state.cluster, options))
+        state.audit_events = AuditEvents(
+            _recorder(state.cluster, options), asyncio.get_running_loop()
+        )
     cert_dir = options.cert_dir
+    scratch = None
     if cert_dir is None:
-        cert_dir = certs.development_pair(names.SERVICE_NAME, names.SERVICE_NAMESPACE)
+        cert_dir = scratch = certs.development_pair(names.SERVICE_NAME, names.SERVICE_NAMESPACE)
+        # Removed by drain; and at exit, should the server fail to start or never drain.
+        atexit.register(shutil.rmtree, scratch, True)
         ca_pem = (cert_dir / certs.CA_CERT).read_bytes()
         log.warning(
             "no --cert-dir: serving a development certificate",
@@ -712,19 +797,22 @@ async def start(options: Options) -> Running:
         tasks += await _follow_caches(state.cluster)
     if options.controller and state.cluster is not None:
         tasks.append(asyncio.create_task(_run_controller(state, options)))
-    running = Running(state, options, runner, metrics_runner, site, tasks)
+    running = Running(state, options, runner, metrics_runner, site, tasks, scratch)
     log.info("serving", extra={"fields": _configuration(running, cert_dir)})
     return running
 
 
-def _operator_events(cluster: KubeClient, options: Options) -> opevents.OperatorEvents:
-    from webhook.controller import own_namespace
+def _recorder(cluster: KubeClient, options: Options) -> _Emitter:
     from webhook.controller.events import Recorder
 
     identity = options.controller_identity or os.environ.get("HOSTNAME", "") or "autowrap"
-    recorder = Recorder(
-        cluster, instance=identity, component="autowrap", reporter="autowrap.io/server"
-    )
+    return Recorder(cluster, instance=identity, component="autowrap", reporter="autowrap.io/server")
+
+
+def _operator_events(cluster: KubeClient, options: Options) -> opevents.OperatorEvents:
+    from webhook.controller import own_namespace
+
+    recorder = _recorder(cluster, options)
     return opevents.OperatorEvents(recorder, own_namespace(options.controller_namespace))
 
 

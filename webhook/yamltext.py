@@ -1,0 +1,30 @@
+"""YAML as autowrap reads it: libyaml's loader where present, and errors on one line.
+
+``CSafeLoader`` builds the same values as ``SafeLoader`` (the constructor is shared; only the
+scanner and parser are C), in about a tenth of the time on large manifests. Pure: text in,
+values or a message out.
+"""
+
+from __future__ import annotations
+
+import yaml
+
+STDIN = "-"
+
+# libyaml's loader where PyYAML has it; it constructs the same values as SafeLoader.
+LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def yaml_error(source: str, exc: yaml.YAMLError) -> str:
+    """One line: ``FILE:LINE:COLUMN: not valid YAML: what the parser found``."""
+    if not isinstance(exc, yaml.MarkedYAMLError) or exc.problem_mark is None:
+        return f"{source}: not valid YAML: {' '.join(str(exc).split())}"
+    mark = exc.problem_mark
+    where = "stdin" if source == STDIN else source
+    what = exc.problem or "a syntax error"
+    if exc.context:
+        what = f"{what} ({exc.context}"
+        if exc.context_mark is not None and exc.context_mark.line != mark.line:
+            what += f" started on line {exc.context_mark.line + 1}"
+        what += ")"
+    return f"{where}:{mark.line + 1}:{mark.column + 1}: not valid YAML: {what}"
