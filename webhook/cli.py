@@ -585,6 +585,34 @@ def cmd_status(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO
     return EXIT_OK
 
 
+def cmd_uninstall(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
+    import asyncio
+
+    from webhook.controller.uninstall import Uninstall
+    from webhook.shell import kube
+
+    quiet_kube_client()
+    check_kubeconfig(args.kubeconfig, required=True)
+
+    async def run() -> None:
+        api = await kube.KubeClient.connect(args.kubeconfig)
+        try:
+            steps = Uninstall(api, namespace=args.install_namespace, dry_run=args.dry_run,
+                              say=lambda line: out.write(line + "\n"))  # fmt: skip
+            summary = await steps.run()
+        finally:
+            await api.close()
+        for line in summary.left:
+            out.write(f"left: {line}\n")
+
+    try:
+        asyncio.run(run())
+    except (kube.ApiFailure, kube.NoConfiguration) as exc:
+        say(err, "error", f"{exc}; nothing after that step was done: run uninstall again")
+        return EXIT_REJECTED
+    return EXIT_OK
+
+
 # --- the parser ------------------------------------------------------------------------------
 
 
@@ -858,6 +886,26 @@ def parser() -> argparse.ArgumentParser:
     follow.add_argument("-o", "--output", choices=("text", "json"), default="text",
                         help="output format (default: text)")  # fmt: skip
     follow.set_defaults(handler=cmd_status)
+
+    remove = sub.add_parser(
+        "uninstall",
+        help="Remove autowrap from a cluster, leaving nothing to resurrect and nothing stuck.",
+        description="Delete autowrap's webhook configurations and admission policies, then its "
+        "Deployment (waited for), then every object autowrap prepared that never ran, with its "
+        "AppWrapper (nothing can run it once autowrap is gone, and a queued AppWrapper would "
+        "re-create it when Kueue admits it); objects that ran keep running under their "
+        "AppWrapper and only lose the adoption finalizer. Last, autowrap's ClusterRoles and "
+        "bindings (all but the one the AppWrapper controller needs for the Volcano Jobs it runs) "
+        "and its namespace, where the install created it. Needs cluster-admin rights.",
+    )
+    remove.add_argument("--kubeconfig", metavar="PATH",
+                        help="default: $KUBECONFIG, else ~/.kube/config")  # fmt: skip
+    remove.add_argument("--namespace", "-n", dest="install_namespace",
+                        default=names.SERVICE_NAMESPACE, metavar="NS",
+                        help=f"where autowrap is installed (default: {names.SERVICE_NAMESPACE})")  # fmt: skip
+    remove.add_argument("--dry-run", action="store_true",
+                        help="say what would be done, and do nothing")  # fmt: skip
+    remove.set_defaults(handler=cmd_uninstall)
     return top
 
 

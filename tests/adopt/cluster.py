@@ -115,16 +115,20 @@ class Cluster:
                 return False
         return True
 
-    async def restart_controller(self) -> None:
-        """Stop the controller the way a crash does (mid-step, nothing handed over) and start a
-        fresh one, which must finish from what is stored."""
-        state, options = self.running.state, self.running.options
+    async def stop_controller(self) -> None:
+        """Stop the controller the way a crash does (mid-step, nothing handed over)."""
         task = next(t for t in self.running.tasks if t.get_coro().__qualname__ == "_run_controller")
         self.running.tasks.remove(task)
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-        state.controller = None
+        self.running.state.controller = None
+
+    async def restart_controller(self) -> None:
+        """Stop the controller the way a crash does and start a fresh one, which must finish
+        from what is stored."""
+        state, options = self.running.state, self.running.options
+        await self.stop_controller()
         fresh = asyncio.create_task(server._run_controller(state, options))
         self.running.tasks.append(fresh)
         while state.controller is None or not state.controller.leading.is_set():

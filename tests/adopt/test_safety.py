@@ -178,3 +178,48 @@ async def test_a_user_can_neither_take_the_gate_off_nor_resize_an_adopted_job(
             raise AssertionError("the adopted job was resized")
         await cluster.settle()
         assert all(p["spec"].get("schedulingGates") for p in cluster.pods())
+
+
+async def test_uninstall_leaves_nothing_to_resurrect_and_nothing_stuck(
+    webhook_pki: ServingPki, tmp_path: Path
+) -> None:
+    from tests.support.cluster.resources import APPWRAPPERS
+    from webhook.controller.uninstall import Uninstall
+    from webhook.shell.kube import KubeClient
+
+    async with running_cluster(webhook_pki, tmp_path, auto_admit=False) as cluster:
+        await cluster.api.create(VCJOBS, vcjob("ran", workers=1), user=ALICE)
+        await cluster.api.create(VCJOBS, vcjob("queued", workers=1), user=ALICE)
+        await cluster.settle()
+        await cluster.sims.kueue.admit(NAMESPACE, "ran")
+        await cluster.settle()
+        assert cluster.appwrapper("ran")["status"]["phase"] == "Running"  # type: ignore[index]
+        assert cluster.appwrapper("queued")["spec"]["suspend"] is True  # type: ignore[index]
+        await cluster.stop_controller()  # the Deployment is gone (the fake serves none)
+
+        api = await KubeClient.connect(str(cluster.api.write_kubeconfig(tmp_path / "admin")))
+        said: list[str] = []
+        try:
+            summary = await Uninstall(api, namespace="autowrap-system", say=said.append).run()
+        finally:
+            await api.close()
+
+        # Kueue would admit whatever is left queued now: nothing comes back.
+        cluster.sims.kueue.auto_admit = True
+        cluster.sims.kueue.resync()
+        await cluster.settle()
+        assert cluster.job("queued") is None and cluster.appwrapper("queued") is None, said
+        assert any("queued" in line and "never ran" in line for line in said)
+        # What ran runs on, and its delete is no longer held by a finalizer.
+        assert cluster.appwrapper("ran")["status"]["phase"] == "Running"  # type: ignore[index]
+        assert summary.left and "ran" in summary.left[0]
+        await cluster.api.delete(VCJOBS, NAMESPACE, "ran", user=ALICE)
+        await cluster.settle()
+        assert cluster.job("ran") is None or cluster.job("ran")["metadata"].get("finalizers") in (
+            None, [])  # fmt: skip
+        assert all(
+            names.ADOPTION_FINALIZER not in (o["metadata"].get("finalizers") or [])
+            for o in cluster.api.store.list(VCJOBS, NAMESPACE)
+        )
+        assert [a["metadata"]["name"] for a in cluster.api.store.list(APPWRAPPERS, NAMESPACE)] in (
+            [], ["ran"])  # fmt: skip

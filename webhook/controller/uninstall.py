@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook import adoption, kinds, names, objects, provenance
-from webhook.shell.kube import APPWRAPPERS, ApiFailure, Kind, KubeClient
+from webhook.shell.kube import APPWRAPPERS, ApiFailure, Conflict, Kind, KubeClient
 
 PART_OF = "app.kubernetes.io/part-of=autowrap"
 TIMEOUT = 30.0
@@ -116,15 +116,20 @@ class Uninstall:
     async def _delete(self, kind: Kind, obj: dict[str, Any], what: str) -> None:
         namespace, name = _where(obj)
         if self._do(f"delete {what}"):
-            await self._api.delete(kind, namespace or None, name, uid=_uid(obj) or None,
-                                   timeout=TIMEOUT)  # fmt: skip
+            try:
+                await self._api.delete(kind, namespace or None, name, uid=_uid(obj) or None,
+                                       timeout=TIMEOUT)  # fmt: skip
+            except Conflict:
+                pass  # the uid changed: another object of that name, not ours to delete
 
     async def run(self) -> Summary:
         for kind in _WEBHOOK_KINDS:
             for obj in await self._list(kind, PART_OF):
                 await self._delete(kind, obj, f"{kind.kind} {_where(obj)[1]}")
         await self._stop_controller()
-        me = await self._api.own_identity(timeout=TIMEOUT)
+        # Who made an AppWrapper is judged against autowrap's ServiceAccount, not against the
+        # administrator running this.
+        me = provenance.Me(f"system:serviceaccount:{self._namespace}:{names.SERVICE_NAME}")
         for kind in _object_kinds():
             for obj in await self._list(kind, names.ADOPTION_LABEL):
                 await self._leave(kind, obj, me)
@@ -135,9 +140,10 @@ class Uninstall:
                 if _where(obj)[1] not in KEPT_CLUSTER_ROLES:
                     await self._delete(kind, obj, f"{kind.kind} {_where(obj)[1]}")
         namespace = await self._api.get(_NAMESPACES, None, self._namespace, timeout=TIMEOUT)
-        if namespace is not None and objects.labels_of(namespace).get(
-            "app.kubernetes.io/part-of"
-        ) == "autowrap":
+        if (
+            namespace is not None
+            and objects.labels_of(namespace).get("app.kubernetes.io/part-of") == "autowrap"
+        ):
             await self._delete(_NAMESPACES, namespace, f"namespace {self._namespace}")
         return self.summary
 
@@ -187,9 +193,12 @@ class Uninstall:
                 await self._drop_finalizer(kind, obj, what)
                 self.summary.left.append(f"{what} runs on under AppWrapper {aw_name}")
                 return
+        # The finalizer first: deleting the AppWrapper makes its controller delete the object
+        # by name, which would otherwise hang on the finalizer.
+        await self._drop_finalizer(kind, obj, what)
+        if ours and appwrapper is not None and adoption.owns(appwrapper, obj):
             await self._delete(APPWRAPPERS, appwrapper,
                                f"AppWrapper {namespace}/{aw_name} (queued, never admitted)")  # fmt: skip
-        await self._drop_finalizer(kind, obj, what)
         await self._delete(kind, obj, f"{what} (it never ran and cannot run without autowrap)")
 
     async def _drop_finalizer(self, kind: Kind, obj: dict[str, Any], what: str) -> None:
@@ -200,14 +209,25 @@ class Uninstall:
         if not self._do(f"remove the finalizer {names.ADOPTION_FINALIZER} from {what}"):
             return
         namespace, name = _where(obj)
-        kept = [f for f in finalizers if f != names.ADOPTION_FINALIZER]
-        patch = {"metadata": {"resourceVersion": metadata.get("resourceVersion"),
-                              "finalizers": kept or None}}  # fmt: skip
-        try:
-            await self._api.patch(kind, namespace, name, patch, timeout=TIMEOUT)
-        except ApiFailure as exc:
-            if exc.status != 404:
+        current: dict[str, Any] | None = obj
+        for _ in range(5):  # a conflict is another writer: read again and retry
+            if current is None or _uid(current) != _uid(obj):
+                return
+            metadata = current.get("metadata") or {}
+            kept = [str(f) for f in metadata.get("finalizers") or []
+                    if f != names.ADOPTION_FINALIZER]  # fmt: skip
+            patch = {"metadata": {"resourceVersion": metadata.get("resourceVersion"),
+                                  "finalizers": kept or None}}  # fmt: skip
+            try:
+                await self._api.patch(kind, namespace, name, patch, timeout=TIMEOUT)
+                return
+            except Conflict:
+                current = await self._api.get(kind, namespace, name, timeout=TIMEOUT)
+            except ApiFailure as exc:
+                if exc.status == 404:
+                    return
                 raise
+        raise ApiFailure(f"patch {kind.plural}", 409, f"{what} kept changing; run uninstall again")
 
     async def _collect(self, appwrapper: dict[str, Any], me: provenance.Me) -> None:
         namespace, name = _where(appwrapper)
