@@ -598,7 +598,7 @@ def cmd_uninstall(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: Tex
         api = await kube.KubeClient.connect(args.kubeconfig)
         try:
             steps = Uninstall(api, namespace=args.install_namespace, dry_run=args.dry_run,
-                              say=lambda line: out.write(line + "\n"))  # fmt: skip
+                              say=lambda line: print(line, file=out))  # fmt: skip
             summary = await steps.run()
         finally:
             await api.close()

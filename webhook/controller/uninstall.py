@@ -23,6 +23,7 @@ Every delete names the uid it read. ``dry_run`` says what would be done and does
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -116,11 +117,10 @@ class Uninstall:
     async def _delete(self, kind: Kind, obj: dict[str, Any], what: str) -> None:
         namespace, name = _where(obj)
         if self._do(f"delete {what}"):
-            try:
+            # A Conflict: the uid changed, another object of that name, not ours to delete.
+            with contextlib.suppress(Conflict):
                 await self._api.delete(kind, namespace or None, name, uid=_uid(obj) or None,
                                        timeout=TIMEOUT)  # fmt: skip
-            except Conflict:
-                pass  # the uid changed: another object of that name, not ours to delete
 
     async def run(self) -> Summary:
         for kind in _WEBHOOK_KINDS:
@@ -185,18 +185,26 @@ class Uninstall:
             if aw_name
             else None
         )
-        ours = appwrapper is not None and provenance.stranger(appwrapper, me) is None
-        if ours and appwrapper is not None and adoption.owns(appwrapper, obj):
-            if adoption.was_admitted(appwrapper) or adoption.phase_of(appwrapper) not in (
-                adoption.QUEUED_PHASES
-            ):
-                await self._drop_finalizer(kind, obj, what)
-                self.summary.left.append(f"{what} runs on under AppWrapper {aw_name}")
-                return
+        ours = (
+            appwrapper is not None
+            and provenance.stranger(appwrapper, me) is None
+            and adoption.owns(appwrapper, obj)
+        )
+        if (
+            ours
+            and appwrapper is not None
+            and (
+                adoption.was_admitted(appwrapper)
+                or adoption.phase_of(appwrapper) not in adoption.QUEUED_PHASES
+            )
+        ):
+            await self._drop_finalizer(kind, obj, what)
+            self.summary.left.append(f"{what} runs on under AppWrapper {aw_name}")
+            return
         # The finalizer first: deleting the AppWrapper makes its controller delete the object
         # by name, which would otherwise hang on the finalizer.
         await self._drop_finalizer(kind, obj, what)
-        if ours and appwrapper is not None and adoption.owns(appwrapper, obj):
+        if ours and appwrapper is not None:
             await self._delete(APPWRAPPERS, appwrapper,
                                f"AppWrapper {namespace}/{aw_name} (queued, never admitted)")  # fmt: skip
         await self._delete(kind, obj, f"{what} (it never ran and cannot run without autowrap)")
