@@ -59,9 +59,11 @@ from tests.support.cluster.resources import (
     PODS,
     RESOURCEFLAVORS,
     VCJOBS,
+    WORKLOADS,
     Resource,
 )
 from tests.support.cluster.store import Store
+from tests.support.sim.kueue import admitted_workload
 from webhook import adoption, engine, names
 from webhook.policy import PolicySet
 from webhook.shell import policyfiles
@@ -239,7 +241,8 @@ def _volcano_pods(job: Obj) -> list[Obj]:
 
 
 def _admit(store: Store, appwrapper: Obj) -> None:
-    """What Kueue's RunWithPodSetsInfo writes: podSetInfos and ``suspend: false``, one update."""
+    """What Kueue writes: its Workload admitted, then (RunWithPodSetsInfo) podSetInfos and
+    ``suspend: false`` in one update."""
     components = copy.deepcopy(appwrapper["spec"]["components"])
     count = len(components[0].get("podSets") or [{}])
     name = appwrapper["metadata"]["name"]
@@ -248,6 +251,10 @@ def _admit(store: Store, appwrapper: Obj) -> None:
          "tolerations": [dict(TOLERATION)]}
         for i in range(count)
     ]  # fmt: skip
+    workload = admitted_workload(appwrapper, payloads.QUEUE, "cluster-queue")
+    status = workload.pop("status")
+    stored = store.create(WORKLOADS, workload)
+    store.update(WORKLOADS, {**stored, "status": status}, subresource="status")
     body = {"spec": {"suspend": False, "components": components}}
     store.patch(APPWRAPPERS, NAMESPACE, name, body, MERGE)
 

@@ -25,6 +25,7 @@ from tests.support.cluster.resources import (
     VCJOBS,
     WORKLOADS,
 )
+from tests.support.sim.kueue import admitted_workload
 from webhook import adoption, engine, names
 from webhook.controller import Controller, Settings
 from webhook.shell.kube import KubeClient
@@ -147,32 +148,13 @@ class Adopting:
                                     {"spec": {"suspend": False, "components": components}}, MERGE)  # fmt: skip
 
     def admit_workload(self, name: str = "train") -> Obj:
-        """What Kueue's scheduler writes first: the AppWrapper's Workload (owned by it, labelled
-        with its uid: constants.JobUIDLabel) with quota reserved and ``Admitted``."""
+        """What Kueue's scheduler writes first: the AppWrapper's Workload, admitted."""
         aw = self.appwrapper(name)
         assert aw is not None
-        podsets = aw["spec"]["components"][0].get("podSets") or [{}]
-        counts = [int(ps.get("replicas", 1)) for ps in podsets]
-        uid = aw["metadata"]["uid"]
-        workload = {
-            "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload",
-            "metadata": {"name": f"appwrapper-{name}-{uid[:5]}", "namespace": NAMESPACE,
-                         "labels": {names.KUEUE_JOB_UID_LABEL: uid},
-                         "ownerReferences": [{"apiVersion": names.APPWRAPPER_API_VERSION,
-                                              "kind": "AppWrapper", "name": name, "uid": uid,
-                                              "controller": True}]},
-            "spec": {"queueName": QUEUE, "podSets": [{"name": f"{name}-{i}", "count": c}
-                                                     for i, c in enumerate(counts)]},
-        }  # fmt: skip
+        workload = admitted_workload(aw, QUEUE)
+        status = workload.pop("status")
         stored = self.api.store.create(WORKLOADS, workload)
-        stored["status"] = {
-            "admission": {"clusterQueue": "cq", "podSetAssignments": [
-                {"name": f"{name}-{i}", "count": c} for i, c in enumerate(counts)]},
-            "conditions": [{"type": t, "status": "True", "reason": t, "message": "",
-                            "lastTransitionTime": "2026-01-01T00:00:00Z"}
-                           for t in ("QuotaReserved", "Admitted")],
-        }  # fmt: skip
-        return self.api.store.update(WORKLOADS, stored, subresource="status")
+        return self.api.store.update(WORKLOADS, {**stored, "status": status}, subresource="status")
 
     def volcano_pods(self, job: Obj) -> list[Obj]:
         """The pods Volcano creates from the stored task templates (gates included)."""

@@ -416,7 +416,7 @@ async def test_a_queued_appwrapper_whose_job_is_gone_is_collected_after_the_grac
 ) -> None:
     from webhook.controller import reconcile
 
-    monkeypatch.setattr(reconcile, "ORPHAN_GRACE", 1.5)
+    monkeypatch.setattr(reconcile, "ORPHAN_GRACE", 5.0)
     async with adopting(tmp_path) as cluster:
         cluster.store_job(vcjob())
         controller = await cluster.start_controller()
@@ -426,9 +426,9 @@ async def test_a_queued_appwrapper_whose_job_is_gone_is_collected_after_the_grac
         cluster.api.store.patch(VCJOBS, NAMESPACE, "train", {"metadata": {"finalizers": None}},
                                 MERGE)  # fmt: skip
         cluster.api.store.delete(VCJOBS, NAMESPACE, "train")
-        await cluster.start_controller("replica-b")
+        b = await cluster.start_controller("replica-b")
+        await eventually(lambda: b.leading.is_set() and b.reconciles and b.idle(), what="b idle")
 
-        await asyncio.sleep(0.5)
         assert cluster.appwrapper() is not None  # within the grace period: kept
         await eventually(lambda: cluster.appwrapper() is None, what="collected")
 

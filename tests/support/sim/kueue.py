@@ -318,3 +318,31 @@ class Kueue(Simulator):
 
 def _admitted(wl: JsonDict) -> bool:
     return (condition(wl, "Admitted") or {}).get("status") == "True"
+
+
+def admitted_workload(aw: JsonDict, queue: str, cluster_queue: str = "cq") -> JsonDict:
+    """The Workload Kueue holds for ``aw`` once admitted, whole, for callers that write Kueue's
+    part by hand instead of running :class:`Kueue`: owned by the AppWrapper, labelled with its
+    uid (JobUIDLabel), every podSet admitted at its declared count, ``QuotaReserved`` and
+    ``Admitted`` true (``_reserve`` writes the same in two steps)."""
+    podsets = [ps for c in aw["spec"].get("components") or [] for ps in pod_sets(c)] or [{}]
+    counts = [replicas(ps) for ps in podsets]
+    names = [f"{meta(aw)['name']}-{i}" for i in range(len(counts))]
+    workload = {
+        "apiVersion": WORKLOADS.api_version,
+        "kind": WORKLOADS.kind,
+        "metadata": {
+            "name": workload_name(aw),
+            "namespace": key_of(aw)[0],
+            "labels": {JOB_UID_LABEL: str(meta(aw).get("uid", ""))},
+            "ownerReferences": [controller_ref(aw)],
+        },
+        "spec": {"queueName": queue, "active": True,
+                 "podSets": [{"name": n, "count": c} for n, c in zip(names, counts, strict=True)]},
+        "status": {"admission": {"clusterQueue": cluster_queue, "podSetAssignments": [
+            {"name": n, "count": c} for n, c in zip(names, counts, strict=True)]}},
+    }  # fmt: skip
+    status = workload["status"]
+    set_condition(status, "QuotaReserved", True, "QuotaReserved", "Quota reserved")
+    set_condition(status, "Admitted", True, "Admitted", "The workload is admitted")
+    return workload
