@@ -588,7 +588,7 @@ def cmd_status(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO
 def cmd_uninstall(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
     import asyncio
 
-    from webhook.controller.uninstall import Uninstall
+    from webhook.shell.uninstall import Uninstall
     from webhook.shell import kube
 
     quiet_kube_client()
@@ -904,7 +904,7 @@ def parser() -> argparse.ArgumentParser:
                         default=names.SERVICE_NAMESPACE, metavar="NS",
                         help=f"where autowrap is installed (default: {names.SERVICE_NAMESPACE})")  # fmt: skip
     remove.add_argument("--dry-run", action="store_true",
-                        help="say what would be done, and do nothing")  # fmt: skip
+                        help="say what would be done, and do nothing (default: off)")  # fmt: skip
     remove.set_defaults(handler=cmd_uninstall)
     return top
 
