@@ -588,8 +588,8 @@ def cmd_status(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO
 def cmd_uninstall(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
     import asyncio
 
-    from webhook.shell.uninstall import Uninstall
     from webhook.shell import kube
+    from webhook.shell.uninstall import Uninstall
 
     quiet_kube_client()
     check_kubeconfig(args.kubeconfig, required=True)

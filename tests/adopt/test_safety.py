@@ -184,8 +184,8 @@ async def test_uninstall_leaves_nothing_to_resurrect_and_nothing_stuck(
     webhook_pki: ServingPki, tmp_path: Path
 ) -> None:
     from tests.support.cluster.resources import APPWRAPPERS
-    from webhook.shell.uninstall import Uninstall
     from webhook.shell.kube import KubeClient
+    from webhook.shell.uninstall import Uninstall
 
     async with running_cluster(webhook_pki, tmp_path, auto_admit=False) as cluster:
         await cluster.api.create(VCJOBS, vcjob("ran", workers=1), user=ALICE)
