@@ -322,6 +322,34 @@ class Store:
         ]
         return out
 
+    def list_page(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        labels: str | Mapping[str, str] | None = None,
+        fields: str | None = None,
+        after: tuple[str, str] | None = None,
+        limit: int = 0,
+    ) -> tuple[list[JsonDict], int]:
+        """One page of :meth:`list`, in key order: at most ``limit`` objects (0: all) whose
+        (namespace, name) comes after ``after``, and how many more match after the page."""
+        match_labels, match_fields = label_matcher(labels), field_matcher(res, fields)
+        page: list[JsonDict] = []
+        remaining = 0
+        for key, obj in sorted(self._table(res).items()):
+            if after is not None and key <= after:
+                continue
+            if namespace and res.namespaced and key[0] != namespace:
+                continue
+            if not (match_labels(obj) and match_fields(obj)):
+                continue
+            if limit and len(page) >= limit:
+                remaining += 1
+            else:
+                page.append(copy.deepcopy(obj))
+        return page, remaining
+
     def on_write(self, callback: WriteCallback) -> None:
         """``callback(type, resource, object, old)`` after every committed write (and GC)."""
         self._callbacks.append(callback)
@@ -828,6 +856,12 @@ class Store:
         if initial_end:
             meta["annotations"] = {"k8s.io/initial-events-end": "true"}
         return {"kind": res.kind, "apiVersion": res.api_version, "metadata": meta}
+
+    def retains(self, resource_version: int) -> bool:
+        """Whether a read at ``resource_version`` can still be served: it is not older than
+        the retained history (what a compaction removed is gone)."""
+        oldest = self._history[0].rv if self._history else self._rv + 1
+        return resource_version >= oldest - 1
 
     def compact(self) -> None:
         """Forget the watch history, as etcd compaction does: older watches get 410."""
