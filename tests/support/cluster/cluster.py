@@ -668,6 +668,10 @@ class FakeCluster:
         user: UserInfo = request[_USER]
         dry_run = self._dry_run(request)
         manager = query.get("fieldManager") or _manager_from_agent(request)
+        if res == PODS and target.subresource == "binding" and target.name is not None:
+            if method != "POST":
+                raise self._method_not_allowed(method)
+            return await self._bind(request, target, user, dry_run)
         if target.subresource and (target.subresource != "status" or not res.status_subresource):
             raise _generic_not_found()
         if target.name is None:
@@ -719,6 +723,43 @@ class FakeCluster:
         if method == "DELETE" and not target.subresource:
             return await self._delete(request, target, user, dry_run)
         raise self._method_not_allowed(method)
+
+    async def _bind(
+        self, request: web.Request, target: _Target, user: UserInfo, dry_run: bool
+    ) -> web.Response:
+        """POST pods/{name}/binding: a Binding whose name is the pod's; the answer is a Status
+        Success with 201 (BindingREST.Create)."""
+        body = await self._body(request)
+        meta = body.get("metadata") or {}
+        node = str((body.get("target") or {}).get("name") or "")
+        if meta.get("name") != target.name:
+            raise bad_request("name in URL does not match name in Binding object")
+        if not node:
+            raise ApiError(422, f'Binding.core "{target.name}" is invalid: target.name: '
+                                "Required value", "Invalid", {})  # fmt: skip
+        await self.bind(str(target.namespace), str(target.name), node, user=user,
+                        uid=meta.get("uid"), resource_version=meta.get("resourceVersion"),
+                        annotations=meta.get("annotations"), dry_run=dry_run)  # fmt: skip
+        return _json({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                      "status": "Success"}, 201)  # fmt: skip
+
+    async def bind(
+        self,
+        namespace: str,
+        name: str,
+        node: str,
+        *,
+        user: UserInfo = ADMIN,
+        uid: str | None = None,
+        resource_version: str | None = None,
+        annotations: Mapping[str, str] | None = None,
+        dry_run: bool = False,
+    ) -> JsonDict:
+        """Bind a pod to a node as kube-scheduler's DefaultBinder does (a Binding posted to
+        pods/binding); no webhook of this cluster matches the subresource. Returns the pod."""
+        del user  # authorization is not modelled for subresources
+        return self.store.bind(namespace, name, node, uid=uid, resource_version=resource_version,
+                               annotations=annotations, dry_run=dry_run)  # fmt: skip
 
     @staticmethod
     def _method_not_allowed(method: str) -> ApiError:

@@ -585,6 +585,55 @@ class Store:
         current = self._table(res).get(key)
         return copy.deepcopy(current if current is not None else new)
 
+    def bind(
+        self,
+        namespace: str,
+        name: str,
+        node: str,
+        *,
+        uid: str | None = None,
+        resource_version: str | None = None,
+        annotations: Mapping[str, str] | None = None,
+        dry_run: bool = False,
+    ) -> JsonDict:
+        """The ``pods/binding`` subresource, as kube-apiserver stores it
+        (pkg/registry/core/pod/storage/storage.go ``BindingREST.Create`` →
+        ``setPodHostAndAnnotations``): in one write, ``spec.nodeName`` is set, the Binding's
+        annotations merged and the ``PodScheduled`` condition set to True (no reason, as
+        ``podutil.UpdatePodCondition`` writes it). A pod being deleted, already bound or still
+        gated (KEP-3521) is refused with a Conflict on pods/binding (``assignPod``)."""
+        old = self._current(PODS, namespace, name)
+        self._check_preconditions(PODS, old, uid, resource_version)
+        pod = copy.deepcopy(old)
+        spec, meta = pod.setdefault("spec", {}), pod["metadata"]
+        why = ""
+        if meta.get("deletionTimestamp"):
+            why = f"pod {name} is being deleted, cannot be assigned to a host"
+        elif spec.get("nodeName"):
+            why = f'pod {name} is already assigned to node "{spec["nodeName"]}"'
+        elif spec.get("schedulingGates"):
+            why = f"pod {name} has non-empty .spec.schedulingGates"
+        if why:
+            raise ApiError(409, f'Operation cannot be fulfilled on pods/binding "{name}": {why}',
+                           "Conflict", {"name": name, "kind": "pods/binding"})  # fmt: skip
+        spec["nodeName"] = node
+        if annotations:
+            meta.setdefault("annotations", {}).update(annotations)
+        conditions = pod.setdefault("status", {}).setdefault("conditions", [])
+        stamp = _rfc3339(_now())
+        for condition in conditions:
+            if condition.get("type") == "PodScheduled":
+                if condition.get("status") != "True":
+                    condition["lastTransitionTime"] = stamp
+                condition.update(status="True", lastProbeTime=None)
+                condition.pop("reason", None)
+                condition.pop("message", None)
+                break
+        else:
+            conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                               "lastTransitionTime": stamp})  # fmt: skip
+        return self.commit_update(PODS, pod, subresource="binding", dry_run=dry_run)
+
     @staticmethod
     def _should_delete_during_update(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
         if _meta(new).get("finalizers"):
