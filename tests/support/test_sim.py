@@ -221,6 +221,13 @@ async def test_admitted_appwrapper_deploys_its_vcjob_with_the_podset_infos(
         assert {p["spec"]["nodeName"] for p in running.values()} == {"gpu-node"}
         assert {p["status"]["phase"] for p in running.values()} == {"Running"}
         assert stored(cluster, VCJOBS, "train")["status"]["state"]["phase"] == "Running"
+        group = stored(cluster, PODGROUPS, podgroup_name(job))["status"]
+        assert (group["phase"], group["running"]) == ("Running", 3)
+        reasons = {
+            (e["involvedObject"]["kind"], e["reason"]) for e in cluster.store.list(EVENTS, NS)
+        }
+        assert {("AppWrapper", "CreatedWorkload"), ("Workload", "QuotaReserved"),
+                ("Workload", "Admitted"), ("AppWrapper", "Started")} <= reasons  # fmt: skip
 
         await sims.kubelet.finish_all(NS, labels={AW_LABEL: "train"})
         await sims.settle()
