@@ -297,3 +297,37 @@ async def test_a_silent_watch_is_reopened_from_the_last_version_without_a_relist
             assert informer.lists == 1
             watches = [q for q in cluster.requests_to("GET", "/pods") if q.query.get("watch")]
             assert all(q.query.get("resourceVersion") for q in watches)
+
+
+async def test_a_change_the_transform_strips_updates_the_cache_without_a_notification(
+    tmp_path: Path,
+) -> None:
+    cluster = FakeCluster()
+    cluster.store.create(PODS, _pod("p", app="x"))
+
+    def decisions(obj: dict[str, Any]) -> dict[str, Any]:
+        return {"metadata": {k: obj["metadata"].get(k)
+                             for k in ("name", "namespace", "labels", "resourceVersion")}}  # fmt: skip
+
+    async with _client(tmp_path, cluster) as client:
+        changes: Changes = []
+        informer = Informer(client, POD_KIND, _recorder(changes), transform=decisions)
+        async with _running(informer):
+            await asyncio.wait_for(informer.synced.wait(), 10)
+            pod = cluster.store.get(PODS, "default", "p")
+            assert pod is not None
+            pod["status"] = {"phase": "Running"}
+            stored = cluster.store.update(PODS, pod, subresource="status")
+            version = stored["metadata"]["resourceVersion"]
+            await _eventually(
+                lambda: (
+                    (informer.get("default", "p") or {})["metadata"]["resourceVersion"] == version
+                ),
+                "the status write",
+            )
+            assert changes == [(None, "p")]
+
+            stored["metadata"]["labels"]["app"] = "y"
+            cluster.store.update(PODS, stored)
+            await _eventually(lambda: len(changes) == 2, "the label change")
+            assert changes == [(None, "p"), ("p", "p")]

@@ -54,7 +54,10 @@ class Informer:
     stored and before the handler sees it; None means "not of interest": the object is not
     stored, and one stored before is removed (the handler hears of it as a deletion). It
     must keep ``metadata`` name, namespace and resourceVersion, and may change the object it
-    is given (each is decoded afresh for the informer).
+    is given (each is decoded afresh for the informer). With a transform, a change that
+    leaves the transformed object as it was (only its resourceVersion moved: a status write
+    the transform strips) updates the cache but is not handed to the handler: what the
+    transform keeps is what decisions read, so nothing else can alter one.
     """
 
     def __init__(
@@ -171,7 +174,10 @@ class Informer:
         self.absent, self.error, self.lists = False, "", self.lists + 1
         for count, (key, obj) in enumerate(fresh.items(), 1):
             old = previous.get(key)
-            if old is None or _version(old) != _version(obj):
+            if old is None or (
+                _version(old) != _version(obj)
+                and (self._transform is None or not _same_but_version(old, obj))
+            ):
                 self._handler(old, obj)
             if count % HANDLER_BATCH == 0:
                 await asyncio.sleep(0)
@@ -197,9 +203,27 @@ class Informer:
                     self._handler(old, None)
             else:
                 self._objects[key] = new
-                self._handler(old, new)
+                if old is None or self._transform is None or not _same_but_version(old, new):
+                    self._handler(old, new)
         self.error = ""
         return version
+
+
+def _same_but_version(old: Obj, new: Obj) -> bool:
+    """Equal apart from ``metadata.resourceVersion``."""
+    if old.keys() != new.keys():
+        return False
+    for field, value in new.items():
+        if field != "metadata":
+            if old[field] != value:
+                return False
+            continue
+        before = old.get("metadata") or {}
+        if not isinstance(value, dict) or before.keys() != value.keys():
+            return False
+        if any(before[k] != v for k, v in value.items() if k != "resourceVersion"):
+            return False
+    return True
 
 
 def _version(obj: Obj) -> str:
