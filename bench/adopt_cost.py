@@ -306,21 +306,26 @@ async def run_version(repo: Path, args: argparse.Namespace) -> dict[str, Any]:
                 server = Autowrap(repo, work, 2)
                 probes = asyncio.create_task(_probe(server, stop))
 
+                seen = {"lists": before, "at": time.monotonic()}
+
                 async def synced() -> dict[str, Any] | None:
+                    """The pods are listed (no new page asked for 2 s) and all is quiet."""
                     stats = await cluster.stats()
-                    listed = stats["pod_lists"] > before
-                    return stats if listed and stats["quiet_s"] >= QUIET and \
-                        time.monotonic() - started > 20 else None  # fmt: skip
+                    if stats["pod_lists"] != seen["lists"]:
+                        seen.update(lists=stats["pod_lists"], at=time.monotonic())
+                    listed = seen["lists"] > before and time.monotonic() - seen["at"] >= 2
+                    return stats if listed and stats["quiet_s"] >= QUIET else None
 
                 try:
                     await _until("start-up at scale", synced, server, 600)
-                    await asyncio.sleep(3)  # the last pages decoded and handled
+                    listed = time.monotonic() - 2 - started
+                    await asyncio.sleep(3)  # the last page decoded and handled
                 finally:
                     stop.set()
                     answers = await probes
                 result["scale"] = {
                     "jobs": args.scale, "pods": args.scale * PODS_PER_JOB,
-                    "startup_s": round(time.monotonic() - started, 1),
+                    "listed_after_s": round(listed, 1),
                     "rss_after_sync_mib": round(server.rss(), 1),
                     "peak_rss_mib": server.hwm(),
                     "slowest_healthz_ms": round(max(answers) * 1000, 1) if answers else None,
@@ -360,7 +365,7 @@ def table(results: dict[str, dict[str, Any]]) -> str:
         ("adopt phase wall s", ("adopt", "seconds"), ""),
         ("release phase wall s", ("release", "seconds"), ""),
         ("peak RSS MiB (cost run)", ("peak_rss_mib",), ""),
-        ("scale: start-up s", ("scale", "startup_s"), ""),
+        ("scale: pods listed after s", ("scale", "listed_after_s"), ""),
         ("scale: RSS after sync MiB", ("scale", "rss_after_sync_mib"), ""),
         ("scale: peak RSS MiB", ("scale", "peak_rss_mib"), f"< {TARGET_SCALE_RSS_MIB:g}"),
         (
@@ -393,13 +398,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=200, help="jobs of 4 pods (default 200)")
     parser.add_argument("--scale", type=int, default=0, help="jobs for the start-up run")
     parser.add_argument("--bloat", type=int, default=0, help="1 MiB pods in a foreign namespace")
+    parser.add_argument(
+        "--repo", type=Path, help="serve this checkout's code instead of this one's"
+    )
     parser.add_argument("--compare", type=Path, help="also run this checkout's code (e.g. 0.2)")
     parser.add_argument("--out", type=Path, help="write the JSON result here")
     parser.add_argument("--profile", type=Path,
                         help="profile the first server with cProfile into PATH.<repo>.prof")  # fmt: skip
     args = parser.parse_args(argv)
     results: dict[str, dict[str, Any]] = {}
-    versions = [("this", load.REPO)] + ([("compare", args.compare)] if args.compare else [])
+    versions = [("this", args.repo or load.REPO)]
+    versions += [("compare", args.compare)] if args.compare else []
     for label, repo in versions:
         print(f"adopt cost: {label} ({repo}), {args.jobs} jobs ...", file=sys.stderr)
         results[label] = asyncio.run(run_version(repo.resolve(), args))

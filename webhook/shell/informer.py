@@ -15,11 +15,17 @@ serving loop for one long decode; an expired continue token (410) starts the lis
 so the cache holds only that. A resource the server does not serve (404: its CRD is not
 installed) is reported through ``absent`` and looked for again with backoff, without ever
 claiming ``synced``.
+
+After each page, every object alive is moved out of the cyclic garbage collector's reach
+(``gc.freeze``): decoded JSON holds no reference cycles (reference counting frees it), yet
+each full collection walks every tracked object, on the serving loop. With 20,000 realistic
+pods cached one such walk took 0.3-1 s, and a burst of allocations (a list) triggers several.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -157,6 +163,7 @@ class Informer:
                         if kept is not None:
                             fresh[key_of(kept)] = kept
                     page.pop("items", None)  # the page goes before the next arrives
+                    gc.freeze()
                     metadata = page.get("metadata") or {}
                     token = str(metadata.get("continue") or "")
                     if not token:
