@@ -331,3 +331,23 @@ async def test_a_change_the_transform_strips_updates_the_cache_without_a_notific
             cluster.store.update(PODS, stored)
             await _eventually(lambda: len(changes) == 2, "the label change")
             assert changes == [(None, "p"), ("p", "p")]
+
+
+async def test_a_watch_that_never_answers_is_a_failure_not_an_end() -> None:
+    from kubernetes.aio import client as aio
+
+    async def mute(request: web.Request) -> web.StreamResponse:
+        await asyncio.sleep(3600)  # accepted, never answered
+        return web.Response()
+
+    runner, url = await _silent_server(mute)
+    client = KubeClient(aio.ApiClient(aio.Configuration(host=url)))
+    try:
+        with pytest.raises(ApiFailure) as caught:
+            async for _ in client.watch(POD_KIND, resource_version="1", idle_seconds=0.3):
+                pass
+        assert caught.value.status is None
+        assert "Timeout" in caught.value.message
+    finally:
+        await client.close()
+        await runner.cleanup()

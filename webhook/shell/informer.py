@@ -25,9 +25,10 @@ pods cached one such walk took 0.3-1 s, and a burst of allocations (a list) trig
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from webhook.shell.kube import Api, ApiFailure, Gone, Kind
@@ -195,9 +196,14 @@ class Informer:
         return version
 
     async def _follow(self, version: str) -> str:
-        async for event, obj in self._api.watch(
-            self.kind, resource_version=version, labels=self.labels, timeout_seconds=WATCH_SECONDS
-        ):
+        async with contextlib.aclosing(
+            self._api.watch(self.kind, resource_version=version, labels=self.labels,
+                            timeout_seconds=WATCH_SECONDS)
+        ) as events:  # fmt: skip
+            return await self._apply(events, version)
+
+    async def _apply(self, events: AsyncIterator[tuple[str, Obj]], version: str) -> str:
+        async for event, obj in events:
             version = _version(obj) or version
             if event == "BOOKMARK":
                 continue

@@ -19,7 +19,7 @@ import contextlib
 import os
 import socket
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 from urllib.parse import quote, urlencode
@@ -485,7 +485,7 @@ class Api:
         labels: str = "",
         timeout_seconds: int = 300,
         idle_seconds: float = WATCH_IDLE_SECONDS,
-    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    ) -> AsyncGenerator[tuple[str, dict[str, Any]], None]:
         """Events from ``resource_version`` on, bookmarks included (their resourceVersion is
         where the next watch starts); raises ``Gone`` when the apiserver no longer has that
         version, and ends when the server closes the watch or when nothing at all arrived for
@@ -505,6 +505,7 @@ class Api:
             sock_connect=CONNECT_SECONDS,
             sock_read=idle_seconds,
         )
+        streaming = False
         try:
             url, headers, options = await self._prepare("GET", kind.path(namespace), params, None)
             async with self._session().get(url, headers=headers, timeout=timeout,
@@ -512,6 +513,7 @@ class Api:
                 if response.status != 200:
                     raise _failure(call, response.status, await response.read())
                 _keepalive(response)
+                streaming = True
                 line = bytearray()
                 async for chunk in response.content.iter_any():
                     start = 0
@@ -526,8 +528,10 @@ class Api:
                     yield _event(call, line)
         except ApiFailure:
             raise
-        except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError):
-            return  # idle past the bound, or cut off mid-stream: watch again from the last version
+        except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError) as exc:
+            if streaming:  # idle past the bound, or cut off mid-stream: the caller watches again
+                return
+            raise ApiFailure(call, None, f"{type(exc).__name__}: {exc}") from None
         except Exception as exc:  # connection refused, reset, TLS, credentials
             raise ApiFailure(call, None, f"{type(exc).__name__}: {exc}") from None
 
