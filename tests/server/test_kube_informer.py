@@ -351,3 +351,55 @@ async def test_a_watch_that_never_answers_is_a_failure_not_an_end() -> None:
     finally:
         await client.close()
         await runner.cleanup()
+
+
+async def test_requests_carry_refreshed_credentials_and_bypass_the_generated_models(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kubernetes.aio.client import ApiClient
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the generated client's (de)serialization was used")
+
+    monkeypatch.setattr(ApiClient, "sanitize_for_serialization", refuse)
+    monkeypatch.setattr(ApiClient, "deserialize", refuse)
+    cluster = FakeCluster()
+    async with _client(tmp_path, cluster) as client:
+        configuration = client._api_client.configuration
+        configuration.api_key = {"authorization": "Bearer expired"}
+        configuration.api_key_prefix = {}
+
+        def refresh(conf: Any) -> None:  # what the kubeconfig loader's exec-plugin hook does
+            conf.api_key["authorization"] = f"Bearer {cluster.token}"
+
+        configuration.refresh_api_key_hook = refresh
+        body = _pod("p", note="ünïcode")
+        body["metadata"]["annotations"] = {"big": str(2**62)}
+        created = await client.create(Kind("", "v1", "pods", "Pod"), "default", body, timeout=5)
+        assert created["metadata"]["labels"]["note"] == "ünïcode"
+        assert created["metadata"]["annotations"]["big"] == str(2**62)
+        found = await client.get(POD_KIND, "default", "p", timeout=5)
+        assert found is not None and found["metadata"]["uid"] == created["metadata"]["uid"]
+        events = client.watch(POD_KIND, "default", resource_version="0", timeout_seconds=1)
+        first = await anext(events)
+        await events.aclose()
+        assert first[0] == "ADDED" and first[1]["metadata"]["name"] == "p"
+
+
+async def test_a_request_that_gets_no_answer_fails_within_its_timeout() -> None:
+    from kubernetes.aio import client as aio
+
+    async def mute(request: web.Request) -> web.StreamResponse:
+        await asyncio.sleep(3600)
+        return web.Response()
+
+    runner, url = await _silent_server(mute)
+    client = KubeClient(aio.ApiClient(aio.Configuration(host=url)))
+    try:
+        with pytest.raises(ApiFailure) as caught:
+            await asyncio.wait_for(client.get(POD_KIND, "default", "p", timeout=0.3), 10)
+        assert caught.value.status is None
+        assert "no answer within 0.3s" in caught.value.message
+    finally:
+        await client.close()
+        await runner.cleanup()
