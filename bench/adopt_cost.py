@@ -358,37 +358,62 @@ async def run_version(repo: Path, args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def table(results: dict[str, dict[str, Any]]) -> str:
-    rows = [
-        ("CPU ms per adopted job", ("adopt", "cpu_ms_per_job"), f"<= {TARGET_MS_PER_JOB:g}"),
-        ("CPU ms per released pod", ("release", "cpu_ms_per_pod"), f"<= {TARGET_MS_PER_POD:g}"),
-        ("adopt phase wall s", ("adopt", "seconds"), ""),
-        ("release phase wall s", ("release", "seconds"), ""),
-        ("peak RSS MiB (cost run)", ("peak_rss_mib",), ""),
-        ("scale: pods listed after s", ("scale", "listed_after_s"), ""),
-        ("scale: RSS after sync MiB", ("scale", "rss_after_sync_mib"), ""),
-        ("scale: peak RSS MiB", ("scale", "peak_rss_mib"), f"< {TARGET_SCALE_RSS_MIB:g}"),
-        (
-            "scale: slowest /healthz ms",
-            ("scale", "slowest_healthz_ms"),
-            f"<= {TARGET_HEALTHZ_MS:g}",
-        ),
-        ("bloat: RSS growth MiB", ("bloat", "growth_mib"), f"< {TARGET_BLOAT_MIB:g}"),
-    ]
+ROWS = (
+    ("CPU ms per adopted job", ("adopt", "cpu_ms_per_job"), f"<= {TARGET_MS_PER_JOB:g}"),
+    ("CPU ms per released pod", ("release", "cpu_ms_per_pod"), f"<= {TARGET_MS_PER_POD:g}"),
+    ("adopt phase wall s", ("adopt", "seconds"), ""),
+    ("release phase wall s", ("release", "seconds"), ""),
+    ("peak RSS MiB (cost run)", ("peak_rss_mib",), ""),
+    ("scale: pods listed after s", ("scale", "listed_after_s"), ""),
+    ("scale: RSS after sync MiB", ("scale", "rss_after_sync_mib"), ""),
+    ("scale: peak RSS MiB", ("scale", "peak_rss_mib"), f"< {TARGET_SCALE_RSS_MIB:g}"),
+    ("scale: slowest /healthz ms", ("scale", "slowest_healthz_ms"), f"<= {TARGET_HEALTHZ_MS:g}"),
+    ("bloat: RSS growth MiB", ("bloat", "growth_mib"), f"< {TARGET_BLOAT_MIB:g}"),
+)
+
+
+def _at(result: dict[str, Any], path: tuple[str, ...]) -> Any:
+    value: Any = result
+    for part in path:
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def figures(rounds: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each row's median, lowest and highest over the rounds (the lower median for an even
+    count: a value some round measured)."""
+    out = {}
+    for title, path, target in ROWS:
+        values = sorted(v for r in rounds if (v := _at(r, path)) is not None)
+        if values:
+            out[title] = {"median": values[(len(values) - 1) // 2], "min": values[0],
+                          "max": values[-1], "rounds": values, "target": target}  # fmt: skip
+    return out
+
+
+def table(results: dict[str, list[dict[str, Any]]]) -> str:
     labels = list(results)
-    lines = [f"{'figure':<30}" + "".join(f"{label:>14}" for label in labels) + f"{'target':>10}"]
-    for title, path, target in rows:
+    summaries = {label: figures(rounds) for label, rounds in results.items()}
+    width = 22
+    lines = [f"{'figure':<30}" + "".join(f"{label:>{width}}" for label in labels)
+             + f"{'target':>10}"]  # fmt: skip
+    for title, _, target in ROWS:
         cells = []
         for label in labels:
-            value: Any = results[label]
-            for part in path:
-                value = value.get(part) if isinstance(value, dict) else None
-            cells.append("-" if value is None else str(value))
-        lines.append(f"{title:<30}" + "".join(f"{c:>14}" for c in cells) + f"{target:>10}")
-    for label, r in results.items():
-        if "failure" in r:
-            lines += ["", f"{label} FAILED: {r['failure']}", f"  progress: {r.get('progress')}"]
-            lines += [f"  | {line}" for line in r.get("log_tail", "").splitlines()]
+            f = summaries[label].get(title)
+            if f is None:
+                cells.append("-")
+            elif f["min"] == f["max"]:
+                cells.append(str(f["median"]))
+            else:
+                cells.append(f"{f['median']} ({f['min']}-{f['max']})")
+        lines.append(f"{title:<30}" + "".join(f"{c:>{width}}" for c in cells) + f"{target:>10}")
+    for label, rounds in results.items():
+        for n, r in enumerate(rounds, 1):
+            if "failure" in r:
+                lines += ["", f"{label} round {n} FAILED: {r['failure']}",
+                          f"  progress: {r.get('progress')}"]  # fmt: skip
+                lines += [f"  | {line}" for line in r.get("log_tail", "").splitlines()]
     return "\n".join(lines)
 
 
@@ -402,20 +427,31 @@ def main(argv: list[str] | None = None) -> int:
         "--repo", type=Path, help="serve this checkout's code instead of this one's"
     )
     parser.add_argument("--compare", type=Path, help="also run this checkout's code (e.g. 0.2)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="rounds per version, each on a fresh cluster (medians reported)",
+    )
     parser.add_argument("--out", type=Path, help="write the JSON result here")
     parser.add_argument("--profile", type=Path,
                         help="profile the first server with cProfile into PATH.<repo>.prof")  # fmt: skip
     args = parser.parse_args(argv)
-    results: dict[str, dict[str, Any]] = {}
     versions = [("this", args.repo or load.REPO)]
     versions += [("compare", args.compare)] if args.compare else []
-    for label, repo in versions:
-        print(f"adopt cost: {label} ({repo}), {args.jobs} jobs ...", file=sys.stderr)
-        results[label] = asyncio.run(run_version(repo.resolve(), args))
+    results: dict[str, list[dict[str, Any]]] = {label: [] for label, _ in versions}
+    for n in range(args.rounds):
+        # Alternate the order, so that the machine's drift falls on both alike.
+        for label, repo in versions if n % 2 == 0 else versions[::-1]:
+            print(f"adopt cost: round {n + 1}/{args.rounds}, {label} ({repo}), {args.jobs} jobs",
+                  file=sys.stderr)  # fmt: skip
+            results[label].append(asyncio.run(run_version(repo.resolve(), args)))
     print(table(results))
     if args.out:
-        args.out.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
-    return 0 if all(r.get("ok") and "failure" not in r for r in results.values()) else 1
+        document = {label: {"figures": figures(rounds), "rounds": rounds}
+                    for label, rounds in results.items()}  # fmt: skip
+        args.out.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
+    return 0 if all(r.get("ok") and "failure" not in r for v in results.values() for r in v) else 1
 
 
 if __name__ == "__main__":

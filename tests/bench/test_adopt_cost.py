@@ -21,7 +21,7 @@ def test_the_adopt_cost_bench_adopts_releases_and_reports_every_figure(tmp_path:
         cwd=REPO, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, f"{done.stdout[-4000:]}\n{done.stderr[-3000:]}"
-    result = orjson.loads(out.read_bytes())["this"]
+    result = orjson.loads(out.read_bytes())["this"]["rounds"][0]
     assert "failure" not in result, result.get("failure")
     assert result["ok"] is True
     assert result["adopt"]["cpu_ms_per_job"] > 0 and result["release"]["cpu_ms_per_pod"] > 0
