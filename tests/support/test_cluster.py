@@ -696,3 +696,62 @@ def test_store_checks_custom_resources_against_the_crd_schema() -> None:
     assert err.value.status == 422 and "spec.minAvailable" in err.value.message
     store.create(r.VCJOBS, {"metadata": {"name": "j", "namespace": "default"},
                             "spec": {"minAvailable": 2}})  # fmt: skip
+
+
+async def test_http_binding_sets_the_node_and_pod_scheduled_and_refuses_gated_pods(
+    api: client.ApiClient, cluster: FakeCluster
+) -> None:
+    core = client.CoreV1Api(api)
+    await core.create_namespaced_pod("default", pod("free"))
+    gated = pod("gated")
+    gated["spec"]["schedulingGates"] = [{"name": "example.com/hold"}]
+    await core.create_namespaced_pod("default", gated)
+
+    def binding(name: str) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": "node-1"}}  # fmt: skip
+
+    path = "/api/v1/namespaces/default/pods/{name}/binding"
+    answer = await api.rest_client.request(
+        "POST", cluster.url + path.format(name="free"),
+        headers={"Authorization": f"Bearer {cluster.token}", "Content-Type": "application/json"},
+        body=binding("free"),
+    )  # fmt: skip
+    assert answer.status == 201
+    assert json.loads(await answer.read())["status"] == "Success"
+    bound = cluster.store.get(r.PODS, "default", "free")
+    assert bound is not None and bound["spec"]["nodeName"] == "node-1"
+    scheduled = [c for c in bound["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert [c["status"] for c in scheduled] == ["True"]
+
+    for name, why in (("gated", "has non-empty .spec.schedulingGates"),
+                      ("free", 'is already assigned to node "node-1"')):  # fmt: skip
+        with pytest.raises(ApiError) as refused:
+            await cluster.bind("default", name, "node-2")
+        assert refused.value.status == 409
+        assert f'pods/binding "{name}": pod {name} {why}' in refused.value.message
+    still = cluster.store.get(r.PODS, "default", "gated")
+    assert still is not None and "nodeName" not in still["spec"]
+
+
+async def test_http_list_pages_follow_the_continue_token_and_expire(
+    api: client.ApiClient, cluster: FakeCluster
+) -> None:
+    core = client.CoreV1Api(api)
+    for i in range(5):
+        await core.create_namespaced_pod("default", pod(f"p{i}"))
+    first = await core.list_namespaced_pod("default", limit=2)
+    assert [p.metadata.name for p in first.items] == ["p0", "p1"]
+    assert first.metadata.remaining_item_count == 3
+    second = await core.list_namespaced_pod("default", limit=2, _continue=first.metadata._continue)
+    assert [p.metadata.name for p in second.items] == ["p2", "p3"]
+    assert second.metadata.resource_version == first.metadata.resource_version
+    last = await core.list_namespaced_pod("default", limit=2, _continue=second.metadata._continue)
+    assert [p.metadata.name for p in last.items] == ["p4"]
+    assert not last.metadata._continue
+
+    await core.create_namespaced_pod("default", pod("p5"))
+    cluster.store.compact()
+    with pytest.raises(ApiException) as expired:
+        await core.list_namespaced_pod("default", limit=2, _continue=first.metadata._continue)
+    assert expired.value.status == 410 and '"Expired"' in expired.value.body

@@ -16,6 +16,7 @@ from tests.support.cluster.cluster import FakeCluster
 from tests.support.cluster.resources import (
     APPWRAPPERS,
     CONFIGMAPS,
+    EVENTS,
     LOCALQUEUES,
     PODGROUPS,
     PODS,
@@ -220,6 +221,13 @@ async def test_admitted_appwrapper_deploys_its_vcjob_with_the_podset_infos(
         assert {p["spec"]["nodeName"] for p in running.values()} == {"gpu-node"}
         assert {p["status"]["phase"] for p in running.values()} == {"Running"}
         assert stored(cluster, VCJOBS, "train")["status"]["state"]["phase"] == "Running"
+        group = stored(cluster, PODGROUPS, podgroup_name(job))["status"]
+        assert (group["phase"], group["running"]) == ("Running", 3)
+        reasons = {
+            (e["involvedObject"]["kind"], e["reason"]) for e in cluster.store.list(EVENTS, NS)
+        }
+        assert {("AppWrapper", "CreatedWorkload"), ("Workload", "QuotaReserved"),
+                ("Workload", "Admitted"), ("AppWrapper", "Started")} <= reasons  # fmt: skip
 
         await sims.kubelet.finish_all(NS, labels={AW_LABEL: "train"})
         await sims.settle()
@@ -561,6 +569,41 @@ async def test_kubelet_leaves_gated_pods_pending_and_runs_them_once_ungated(
         pod = cluster.store.get(PODS, NS, "p")
         assert pod is not None
         assert (pod["spec"]["nodeName"], pod["status"]["phase"]) == ("node-0", "Running")
+
+
+async def test_a_pod_is_bound_then_started_in_the_writes_the_scheduler_and_kubelet_make(
+    cluster: FakeCluster,
+) -> None:
+    seen: list[JsonDict] = []
+    cluster.store.on_write(
+        lambda kind, res, obj, old: seen.append(copy.deepcopy(obj)) if res == PODS else None
+    )
+    async with simulated(cluster, kueue=False, appwrapper=False, volcano=False) as sims:
+        await cluster.create(PODS, bare_pod("p"), namespace=NS)
+        await sims.settle()
+    bound, creating, running = seen[1:4]
+    assert bound["spec"]["nodeName"] == "node-0"
+    assert cond(bound, "PodScheduled")["status"] == "True"
+    assert "phase" not in bound.get("status", {}) or bound["status"]["phase"] == "Pending"
+    assert creating["status"]["phase"] == "Pending"
+    assert creating["status"]["containerStatuses"][0]["state"] == {
+        "waiting": {"reason": "ContainerCreating"}
+    }
+    assert cond(creating, "Initialized")["status"] == "True"
+    assert cond(creating, "ContainersReady")["reason"] == "ContainersNotReady"
+    assert creating["status"]["startTime"] and creating["status"]["hostIP"]
+    assert running["status"]["phase"] == "Running"
+    assert running["status"]["podIP"]
+    assert running["status"]["containerStatuses"][0]["ready"] is True
+    assert "running" in running["status"]["containerStatuses"][0]["state"]
+    assert all(
+        cond(running, c)["status"] == "True"
+        for c in ("Initialized", "Ready", "ContainersReady", "PodScheduled")
+    )
+    assert len(seen) == 4
+    reasons = [e["reason"] for e in cluster.store.list(EVENTS, NS)
+               if e["involvedObject"]["name"] == "p"]  # fmt: skip
+    assert sorted(reasons) == ["Created", "Pulled", "Scheduled", "Started"]
 
 
 async def test_kubelet_keeps_a_pod_whose_node_selector_matches_no_node(

@@ -1,11 +1,12 @@
 """The only module that talks to the Kubernetes API.
 
-Everything goes through the official client's asyncio API (``kubernetes.aio``): its
-``ApiClient`` (configuration, authentication, TLS, request serialization) and its ``Watch``.
-Objects stay plain dicts end to end, so ``Api`` is one small generic REST layer over any
-resource (``Kind``) rather than the generated per-type methods, which decode into models and
-drop fields they do not know. Every call carries a timeout: admission passes what is left of
-the apiserver's ``?timeout=`` budget, the controller its own.
+The official client's asyncio package (``kubernetes.aio``) supplies the configuration
+(kubeconfig, in-cluster, exec and auth plugins, token refresh), TLS and its aiohttp session;
+``Api`` sends every request and reads every watch stream on that session as JSON bytes (orjson,
+once each way), so objects stay plain dicts end to end and nothing passes through the generated
+models. ``Api`` is one small generic REST layer over any resource (``Kind``). Every call carries
+a timeout: admission passes what is left of the apiserver's ``?timeout=`` budget, the
+controller its own.
 
 ``API_CALLS`` lists every (group, resource, verb) the serving identity uses; ``deploy/``
 grants exactly these (a test holds the two together).
@@ -14,13 +15,16 @@ grants exactly these (a test holds the two together).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import socket
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
+import aiohttp
 import orjson
 
 from webhook import names, provenance
@@ -134,6 +138,15 @@ _AS_AUTOWRAP: Final = {"fieldManager": names.FIELD_MANAGER}
 JSON_PATCH: Final = "application/json-patch+json"
 MERGE_PATCH: Final = "application/merge-patch+json"
 
+# Watches: a quiet watch gets a bookmark about every minute, so a stream silent for longer is
+# presumed dead and re-opened from the last version; TCP keepalive notices a vanished peer in
+# about 30 s (15 s idle, then 3 probes 5 s apart).
+WATCH_IDLE_SECONDS: Final = 90.0
+CONNECT_SECONDS: Final = 10.0
+KEEPALIVE_IDLE: Final = 15
+KEEPALIVE_INTERVAL: Final = 5
+KEEPALIVE_PROBES: Final = 3
+
 
 class ApiFailure(Exception):
     """A call that did not succeed: ``status`` is the HTTP status, None when nothing answered."""
@@ -246,7 +259,15 @@ _PROXY_VARIABLES = (
 
 
 class Api:
-    """Plain-dict REST over the official asyncio client, for any ``Kind``."""
+    """Plain-dict REST for any ``Kind``, on the official asyncio client's session.
+
+    ``kubernetes.aio`` supplies what it is good at: the configuration (kubeconfig, in-cluster,
+    exec and auth plugins, token refresh), TLS and its aiohttp session with the connection pool.
+    Requests and watch streams go over that session as bytes: bodies are encoded once with
+    orjson and answers decoded once, never through the generated client's
+    ``sanitize_for_serialization``, ``deserialize`` or ``Watch.unmarshal_event`` (which decodes
+    every event three times). Every call carries an explicit timeout.
+    """
 
     def __init__(self, api_client: Any) -> None:
         self._api_client = api_client
@@ -263,6 +284,42 @@ class Api:
     async def close(self) -> None:
         await self._api_client.close()
 
+    # --- transport ---------------------------------------------------------------------------
+
+    def _session(self) -> Any:
+        """The client's aiohttp session (its pool), opened on first use as the client does."""
+        rest = self._api_client.rest_client
+        if rest.pool_manager is None:
+            rest.pool_manager = rest._create_pool_manager()
+        return rest.pool_manager
+
+    async def _prepare(
+        self, method: str, path: str, query: Mapping[str, Any] | None, content_type: str | None
+    ) -> tuple[str, dict[str, str], dict[str, Any]]:
+        """The URL, the headers (the client's defaults and its current credentials: an exec
+        plugin's token is refreshed here when it expired) and the session's request options."""
+        configuration = self._api_client.configuration
+        headers: dict[str, str] = dict(self._api_client.default_headers)
+        headers["Accept"] = "application/json"
+        if content_type:
+            headers["Content-Type"] = content_type
+        queries: list[tuple[str, str]] = []
+        await self._api_client.update_params_for_auth(
+            headers, queries, ["BearerToken"], path, method, None
+        )
+        url = configuration.host + path
+        params = [(k, str(v)) for k, v in (query or {}).items()] + queries
+        if params:
+            url += "?" + urlencode(params)
+        options: dict[str, Any] = {}
+        if configuration.tls_server_name:
+            options["server_hostname"] = configuration.tls_server_name
+        if configuration.proxy:
+            options["proxy"] = configuration.proxy
+        if configuration.proxy_headers:
+            options["proxy_headers"] = configuration.proxy_headers
+        return url, headers, options
+
     async def request(
         self,
         call: str,
@@ -274,46 +331,38 @@ class Api:
         body: Any = None,
         content_type: str = "application/json",
     ) -> dict[str, Any]:
-        """One call; the decoded answer, or ``ApiFailure`` saying what went wrong."""
+        """One call; the decoded answer, or ``ApiFailure`` saying what went wrong. ``body`` is
+        a JSON-serializable value (encoded with orjson) or bytes already encoded."""
         if timeout <= 0:
             raise ApiFailure(call, None, "no time left in the budget")
-        headers = {"Accept": "application/json", "Content-Type": content_type}
         started, status = time.perf_counter(), None
         try:
-            serialized = self._api_client.param_serialize(
-                method=method, resource_path=path, query_params=list((query or {}).items()),
-                header_params=headers, body=body, auth_settings=["BearerToken"],
-            )  # fmt: skip
-            if asyncio.iscoroutine(serialized):
-                serialized = await serialized
-            _, url, header_params, body_params, post_params = serialized
-            response = await asyncio.wait_for(
-                self._api_client.rest_client.request(
-                    method, url, headers=header_params, body=body_params,
-                    post_params=post_params, _request_timeout=timeout,
-                ),
-                timeout,
-            )  # fmt: skip
-            status = response.status
-            data = await response.read()
+            data = None if body is None or isinstance(body, bytes) else orjson.dumps(body)
+            async with asyncio.timeout(timeout):
+                url, headers, options = await self._prepare(
+                    method, path, query, content_type if body is not None else None
+                )
+                async with self._session().request(
+                    method, url, headers=headers, data=data if data is not None else body,
+                    timeout=aiohttp.ClientTimeout(total=timeout), **options,
+                ) as response:  # fmt: skip
+                    status = response.status
+                    answer = await response.read()
         except TimeoutError:
             raise ApiFailure(call, None, f"no answer within {timeout:.1f}s") from None
-        except Exception as exc:  # connection refused, reset, TLS: nothing answered
-            from kubernetes.aio.client.exceptions import ApiException
-
-            if isinstance(exc, ApiException) and exc.status:
-                status = int(exc.status)
-                raise _failure(call, status, str(exc.body or "").encode()) from None
+        except orjson.JSONEncodeError as exc:
+            raise ApiFailure(call, None, f"the request body is not JSON: {exc}") from None
+        except Exception as exc:  # connection refused, reset, TLS, credentials: nothing answered
             raise ApiFailure(call, None, f"{type(exc).__name__}: {exc}") from None
         finally:
             if self.observe is not None:
                 self.observe(call, status, time.perf_counter() - started)
-        if not 200 <= response.status < 300:
-            raise _failure(call, response.status, data)
+        if not 200 <= status < 300:
+            raise _failure(call, status, answer)
         try:
-            decoded = orjson.loads(data) if data else {}
+            decoded = orjson.loads(answer) if answer else {}
         except orjson.JSONDecodeError as exc:
-            raise ApiFailure(call, response.status, f"the answer is not JSON: {exc}") from None
+            raise ApiFailure(call, status, f"the answer is not JSON: {exc}") from None
         return decoded if isinstance(decoded, dict) else {}
 
     # --- verbs -------------------------------------------------------------------------------
@@ -330,9 +379,25 @@ class Api:
             raise
 
     async def list(
-        self, kind: Kind, namespace: str | None = None, *, timeout: float, labels: str = ""
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        *,
+        timeout: float,
+        labels: str = "",
+        limit: int = 0,
+        continue_token: str = "",
     ) -> dict[str, Any]:
-        query = {"labelSelector": labels} if labels else None
+        """One LIST; with ``limit``, one page of it: ``metadata.continue`` in the answer asks
+        for the next (``continue_token``), and a token the apiserver no longer honours is
+        ``Gone`` (410)."""
+        query: dict[str, Any] = {}
+        if labels:
+            query["labelSelector"] = labels
+        if limit:
+            query["limit"] = limit
+        if continue_token:
+            query["continue"] = continue_token
         return await self.request(f"list {kind.plural}", "GET", kind.path(namespace),
                                   timeout=timeout, query=query)  # fmt: skip
 
@@ -420,49 +485,92 @@ class Api:
         resource_version: str,
         labels: str = "",
         timeout_seconds: int = 300,
-    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-        """Events from ``resource_version`` on, through the client's ``Watch``, bookmarks
-        included (their resourceVersion is where the next watch starts); raises ``Gone`` when
-        the apiserver no longer has that version, and ends when the server closes the watch."""
-        from kubernetes.aio.client.exceptions import ApiException
-        from kubernetes.aio.watch import Watch
+        idle_seconds: float = WATCH_IDLE_SECONDS,
+    ) -> AsyncGenerator[tuple[str, dict[str, Any]], None]:
+        """Events from ``resource_version`` on, bookmarks included (their resourceVersion is
+        where the next watch starts); raises ``Gone`` when the apiserver no longer has that
+        version, and ends when the server closes the watch or when nothing at all arrived for
+        ``idle_seconds`` (a connection that died silently: the caller watches again from the
+        last version it saw, no relist). Each event is read as one line and decoded once.
 
-        async def open_stream(**query: Any) -> Any:
-            query.pop("_preload_content", None)
-            params = {"watch": "true", "allowWatchBookmarks": "true",
-                      "resourceVersion": query.get("resource_version") or resource_version,
-                      "timeoutSeconds": str(query.get("timeout_seconds") or timeout_seconds)}  # fmt: skip
-            if labels:
-                params["labelSelector"] = labels
-            serialized = self._api_client.param_serialize(
-                method="GET", resource_path=kind.path(namespace), query_params=list(params.items()),
-                header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
-            )  # fmt: skip
-            if asyncio.iscoroutine(serialized):
-                serialized = await serialized
-            _, url, headers, _, _ = serialized
-            response = await self._api_client.rest_client.request(
-                "GET", url, headers=headers, _request_timeout=timeout_seconds + 30
-            )
-            if not 200 <= response.status < 300:
-                raise _failure(f"watch {kind.plural}", response.status, await response.read())
-            return response.response
-
-        stream = Watch(return_type="object")  # type: ignore[no-untyped-call]
+        The apiserver sends a bookmark about every minute on a quiet watch (storage/cacher
+        ``defaultBookmarkFrequency``), so ``idle_seconds`` stays above that; a peer that
+        vanished without a reset is noticed sooner, by TCP keepalive (``_keepalive``)."""
+        call = f"watch {kind.plural}"
+        params = {"watch": "true", "allowWatchBookmarks": "true",
+                  "resourceVersion": resource_version, "timeoutSeconds": str(timeout_seconds)}  # fmt: skip
+        if labels:
+            params["labelSelector"] = labels
+        timeout = aiohttp.ClientTimeout(
+            total=timeout_seconds + idle_seconds,
+            sock_connect=CONNECT_SECONDS,
+            sock_read=idle_seconds,
+        )
+        streaming = False
         try:
-            events = stream.stream(  # type: ignore[no-untyped-call]
-                open_stream, resource_version=resource_version, timeout_seconds=timeout_seconds
-            )
-            async for event in events:
-                yield str(event["type"]), event["raw_object"]
-        except ApiException as exc:
-            if exc.status == 410:
-                raise Gone(f"watch {kind.plural}", 410, str(exc.reason)) from None
-            raise ApiFailure(f"watch {kind.plural}", exc.status or None, str(exc.reason)) from None
-        except (TimeoutError, OSError) as exc:
-            raise ApiFailure(f"watch {kind.plural}", None, f"{type(exc).__name__}: {exc}") from None
-        finally:
-            await stream.close()  # type: ignore[no-untyped-call]
+            url, headers, options = await self._prepare("GET", kind.path(namespace), params, None)
+            async with self._session().get(url, headers=headers, timeout=timeout,
+                                           **options) as response:  # fmt: skip
+                if response.status != 200:
+                    raise _failure(call, response.status, await response.read())
+                _keepalive(response)
+                streaming = True
+                line = bytearray()
+                async for chunk in response.content.iter_any():
+                    start = 0
+                    while (end := chunk.find(b"\n", start)) >= 0:
+                        line += chunk[start:end]
+                        start = end + 1
+                        if line.strip():
+                            yield _event(call, line)
+                        line.clear()
+                    line += chunk[start:]
+                if line.strip():
+                    yield _event(call, line)
+        except ApiFailure:
+            raise
+        except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError) as exc:
+            if streaming:  # idle past the bound, or cut off mid-stream: the caller watches again
+                return
+            raise ApiFailure(call, None, f"{type(exc).__name__}: {exc}") from None
+        except Exception as exc:  # connection refused, reset, TLS, credentials
+            raise ApiFailure(call, None, f"{type(exc).__name__}: {exc}") from None
+
+
+def _event(call: str, line: bytes | bytearray) -> tuple[str, dict[str, Any]]:
+    """One watch event, decoded once; an ERROR event is raised (410: ``Gone``)."""
+    try:
+        event = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise ApiFailure(call, 200, f"the watch stream is not JSON: {exc}") from None
+    kind, obj = (event.get("type"), event.get("object")) if isinstance(event, dict) else ("", None)
+    if not isinstance(obj, dict) or not kind:
+        raise ApiFailure(call, 200, "the watch stream sent something other than an event")
+    if kind == "ERROR":
+        code = obj.get("code")
+        status = code if isinstance(code, int) else None
+        message = str(obj.get("message") or "")
+        if status == 410:
+            raise Gone(call, 410, message, str(obj.get("reason") or ""))
+        raise ApiFailure(call, status, message, str(obj.get("reason") or ""))
+    return str(kind), obj
+
+
+def _keepalive(response: aiohttp.ClientResponse) -> None:
+    """TCP keepalive on a watch's connection, so that a peer gone without a reset (a node
+    lost, a load balancer that dropped the flow) ends the watch in about
+    ``KEEPALIVE_IDLE + KEEPALIVE_PROBES * KEEPALIVE_INTERVAL`` seconds."""
+    connection = response.connection
+    transport = connection.transport if connection is not None else None
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is None:
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        if hasattr(socket, "TCP_KEEPIDLE"):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, KEEPALIVE_IDLE)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, KEEPALIVE_INTERVAL)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, KEEPALIVE_PROBES)
 
 
 class Cache(Protocol):

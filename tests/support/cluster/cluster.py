@@ -19,6 +19,7 @@ official ``kubernetes.aio`` client (or kubectl) works against it unchanged.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import copy
 import json
@@ -118,6 +119,50 @@ def _json(data: Any, status: int = 200, warnings: Sequence[str] = ()) -> web.Res
 
 def _status_response(error: ApiError) -> web.Response:
     return _json(error.status_json(), error.status)
+
+
+CONTINUE_EXPIRED = (
+    "The provided continue parameter is too old to display a consistent list result. You can "
+    "start a new list without the continue parameter."
+)
+
+
+def _int_query(value: str | None, name: str) -> int:
+    if not value:
+        return 0
+    try:
+        number = int(value)
+    except ValueError:
+        raise bad_request(f"{name}: Invalid value: {value!r}: must be an integer") from None
+    return max(number, 0)
+
+
+def _list_key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    metadata = obj.get("metadata") or {}
+    return str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
+
+
+def _encode_continue(version: str, key: tuple[str, str]) -> str:
+    token = {"v": "meta.k8s.io/v1", "rv": int(version), "start": "/".join(key) + "\x00"}
+    return base64.urlsafe_b64encode(json.dumps(token).encode()).decode()
+
+
+def _decode_continue(token: str) -> tuple[str, tuple[str, str]]:
+    """The token's resourceVersion and the key to start after; a malformed token is 400, as
+    storage.DecodeContinue's errors are."""
+    try:
+        decoded = json.loads(base64.urlsafe_b64decode(token.encode()))
+        version, start = int(decoded["rv"]), str(decoded["start"])
+    except (ValueError, KeyError, TypeError):
+        raise bad_request(
+            "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"
+        ) from None
+    if decoded.get("v") != "meta.k8s.io/v1" or version <= 0:
+        raise bad_request(
+            "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"
+        )
+    namespace, _, name = start.removesuffix("\x00").rpartition("/")
+    return str(version), (namespace, name)
 
 
 async def _read_limited(request: web.Request) -> tuple[bytes, bool]:
@@ -644,6 +689,10 @@ class FakeCluster:
         user: UserInfo = request[_USER]
         dry_run = self._dry_run(request)
         manager = query.get("fieldManager") or _manager_from_agent(request)
+        if res == PODS and target.subresource == "binding" and target.name is not None:
+            if method != "POST":
+                raise self._method_not_allowed(method)
+            return await self._bind(request, target, user, dry_run)
         if target.subresource and (target.subresource != "status" or not res.status_subresource):
             raise _generic_not_found()
         if target.name is None:
@@ -696,6 +745,43 @@ class FakeCluster:
             return await self._delete(request, target, user, dry_run)
         raise self._method_not_allowed(method)
 
+    async def _bind(
+        self, request: web.Request, target: _Target, user: UserInfo, dry_run: bool
+    ) -> web.Response:
+        """POST pods/{name}/binding: a Binding whose name is the pod's; the answer is a Status
+        Success with 201 (BindingREST.Create)."""
+        body = await self._body(request)
+        meta = body.get("metadata") or {}
+        node = str((body.get("target") or {}).get("name") or "")
+        if meta.get("name") != target.name:
+            raise bad_request("name in URL does not match name in Binding object")
+        if not node:
+            raise ApiError(422, f'Binding.core "{target.name}" is invalid: target.name: '
+                                "Required value", "Invalid", {})  # fmt: skip
+        await self.bind(str(target.namespace), str(target.name), node, user=user,
+                        uid=meta.get("uid"), resource_version=meta.get("resourceVersion"),
+                        annotations=meta.get("annotations"), dry_run=dry_run)  # fmt: skip
+        return _json({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                      "status": "Success"}, 201)  # fmt: skip
+
+    async def bind(
+        self,
+        namespace: str,
+        name: str,
+        node: str,
+        *,
+        user: UserInfo = ADMIN,
+        uid: str | None = None,
+        resource_version: str | None = None,
+        annotations: Mapping[str, str] | None = None,
+        dry_run: bool = False,
+    ) -> JsonDict:
+        """Bind a pod to a node as kube-scheduler's DefaultBinder does (a Binding posted to
+        pods/binding); no webhook of this cluster matches the subresource. Returns the pod."""
+        del user  # authorization is not modelled for subresources
+        return self.store.bind(namespace, name, node, uid=uid, resource_version=resource_version,
+                               annotations=annotations, dry_run=dry_run)  # fmt: skip
+
     @staticmethod
     def _method_not_allowed(method: str) -> ApiError:
         return ApiError(405, "the server does not allow this method on the requested resource "
@@ -717,14 +803,34 @@ class FakeCluster:
         return body
 
     def _list(self, target: _Target, request: web.Request) -> web.Response:
+        """A LIST, paginated when ``limit`` is given, as the etcd3 store's GetList pages it
+        (k8s.io/apiserver storage/etcd3/store.go GetList; the token as storage/continue.go
+        encodes it: the list's resourceVersion and the key to start after). Items come in key
+        order (namespace/name); ``metadata.continue`` and ``remainingItemCount`` are set while
+        more remain. A continue token whose resourceVersion was compacted away is 410 Expired
+        (etcd3/errors.go ``continueExpired``). Unlike etcd, later pages are read from the
+        current objects, not a snapshot at the token's version: a watch from the list's
+        resourceVersion delivers every change in between either way."""
         query = request.query
-        items = self.store.list(target.res, target.namespace, labels=query.get("labelSelector"),
-                                fields=query.get("fieldSelector"))  # fmt: skip
+        limit = _int_query(query.get("limit"), "limit")
+        version, after = self.store.resource_version, None
+        if query.get("continue"):
+            version, after = _decode_continue(query["continue"])
+            if not self.store.retains(int(version)):
+                raise ApiError(410, CONTINUE_EXPIRED, "Expired")
+        items, remaining = self.store.list_page(
+            target.res, target.namespace, labels=query.get("labelSelector"),
+            fields=query.get("fieldSelector"), after=after, limit=limit,
+        )  # fmt: skip
+        metadata: JsonDict = {"resourceVersion": version}
+        if remaining:
+            metadata["continue"] = _encode_continue(version, _list_key(items[-1]))
+            metadata["remainingItemCount"] = remaining
         return _json(
             {
                 "kind": target.res.list_kind,
                 "apiVersion": target.res.api_version,
-                "metadata": {"resourceVersion": self.store.resource_version},
+                "metadata": metadata,
                 "items": items,
             }
         )

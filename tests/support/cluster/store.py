@@ -322,6 +322,34 @@ class Store:
         ]
         return out
 
+    def list_page(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        labels: str | Mapping[str, str] | None = None,
+        fields: str | None = None,
+        after: tuple[str, str] | None = None,
+        limit: int = 0,
+    ) -> tuple[list[JsonDict], int]:
+        """One page of :meth:`list`, in key order: at most ``limit`` objects (0: all) whose
+        (namespace, name) comes after ``after``, and how many more match after the page."""
+        match_labels, match_fields = label_matcher(labels), field_matcher(res, fields)
+        page: list[JsonDict] = []
+        remaining = 0
+        for key, obj in sorted(self._table(res).items()):
+            if after is not None and key <= after:
+                continue
+            if namespace and res.namespaced and key[0] != namespace:
+                continue
+            if not (match_labels(obj) and match_fields(obj)):
+                continue
+            if limit and len(page) >= limit:
+                remaining += 1
+            else:
+                page.append(copy.deepcopy(obj))
+        return page, remaining
+
     def on_write(self, callback: WriteCallback) -> None:
         """``callback(type, resource, object, old)`` after every committed write (and GC)."""
         self._callbacks.append(callback)
@@ -556,6 +584,55 @@ class Store:
         self._settle()
         current = self._table(res).get(key)
         return copy.deepcopy(current if current is not None else new)
+
+    def bind(
+        self,
+        namespace: str,
+        name: str,
+        node: str,
+        *,
+        uid: str | None = None,
+        resource_version: str | None = None,
+        annotations: Mapping[str, str] | None = None,
+        dry_run: bool = False,
+    ) -> JsonDict:
+        """The ``pods/binding`` subresource, as kube-apiserver stores it
+        (pkg/registry/core/pod/storage/storage.go ``BindingREST.Create`` →
+        ``setPodHostAndAnnotations``): in one write, ``spec.nodeName`` is set, the Binding's
+        annotations merged and the ``PodScheduled`` condition set to True (no reason, as
+        ``podutil.UpdatePodCondition`` writes it). A pod being deleted, already bound or still
+        gated (KEP-3521) is refused with a Conflict on pods/binding (``assignPod``)."""
+        old = self._current(PODS, namespace, name)
+        self._check_preconditions(PODS, old, uid, resource_version)
+        pod = copy.deepcopy(old)
+        spec, meta = pod.setdefault("spec", {}), pod["metadata"]
+        why = ""
+        if meta.get("deletionTimestamp"):
+            why = f"pod {name} is being deleted, cannot be assigned to a host"
+        elif spec.get("nodeName"):
+            why = f'pod {name} is already assigned to node "{spec["nodeName"]}"'
+        elif spec.get("schedulingGates"):
+            why = f"pod {name} has non-empty .spec.schedulingGates"
+        if why:
+            raise ApiError(409, f'Operation cannot be fulfilled on pods/binding "{name}": {why}',
+                           "Conflict", {"name": name, "kind": "pods/binding"})  # fmt: skip
+        spec["nodeName"] = node
+        if annotations:
+            meta.setdefault("annotations", {}).update(annotations)
+        conditions = pod.setdefault("status", {}).setdefault("conditions", [])
+        stamp = _rfc3339(_now())
+        for condition in conditions:
+            if condition.get("type") == "PodScheduled":
+                if condition.get("status") != "True":
+                    condition["lastTransitionTime"] = stamp
+                condition.update(status="True", lastProbeTime=None)
+                condition.pop("reason", None)
+                condition.pop("message", None)
+                break
+        else:
+            conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                               "lastTransitionTime": stamp})  # fmt: skip
+        return self.commit_update(PODS, pod, subresource="binding", dry_run=dry_run)
 
     @staticmethod
     def _should_delete_during_update(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
@@ -828,6 +905,12 @@ class Store:
         if initial_end:
             meta["annotations"] = {"k8s.io/initial-events-end": "true"}
         return {"kind": res.kind, "apiVersion": res.api_version, "metadata": meta}
+
+    def retains(self, resource_version: int) -> bool:
+        """Whether a read at ``resource_version`` can still be served: it is not older than
+        the retained history (what a compaction removed is gone)."""
+        oldest = self._history[0].rv if self._history else self._rv + 1
+        return resource_version >= oldest - 1
 
     def compact(self) -> None:
         """Forget the watch history, as etcd compaction does: older watches get 410."""

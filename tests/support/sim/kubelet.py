@@ -101,29 +101,71 @@ class Kubelet(Simulator):
             if set_condition(status, "PodScheduled", False, "Unschedulable", message):
                 await self.update_status(PODS, pod)
             return
-        spec["nodeName"] = node  # the binding subresource, as a plain update here
-        bound = await self.update(PODS, pod)
-        set_condition(bound.setdefault("status", {}), "PodScheduled", True, "Scheduled")
-        await self.update_status(PODS, bound)
+        # DefaultBinder posts a Binding (framework/plugins/defaultbinder/default_binder.go
+        # Bind); the apiserver sets nodeName and PodScheduled=True in that one write
+        # (Store.bind). Then the scheduler's "Scheduled" Event (schedule_one.go, bindingCycle).
+        namespace, name = meta(pod).get("namespace") or "", meta(pod).get("name") or ""
+        self._note("bind", PODS, namespace, name)
+        bound = await self.cluster.bind(namespace, name, node, user=SCHEDULER,
+                                        uid=meta(pod).get("uid"))  # fmt: skip
+        await self.event(bound, "Scheduled", f"Successfully assigned {namespace}/{name} to {node}",
+                         component="default-scheduler")  # fmt: skip
 
     async def _start(self, pod: JsonDict) -> None:
+        """The kubelet's status manager, in the two writes a pod whose image is present gets:
+        first ``Pending`` with every container waiting ``ContainerCreating``
+        (kubelet_pods.go ``convertToAPIContainerStatuses``' default waiting reason), hostIP,
+        startTime and the conditions of status/generate.go (Initialized True, Ready and
+        ContainersReady False ``ContainersNotReady``, PodReadyToStartContainers False); then,
+        once the sandbox and containers run, ``Running`` with podIP, each container running,
+        started and ready, and every condition True. Between the two, the Events
+        kuberuntime_container.go ``startContainer`` records: Pulled, Created, Started."""
         node = pod["spec"]["nodeName"]
-        n = next(self._ips)
         status = pod.setdefault("status", {})
+        containers = [c.get("name") for c in pod["spec"].get("containers") or []]
+        images = {c.get("name"): c.get("image") for c in pod["spec"].get("containers") or []}
+        user = node_user(node)
+        namespace, name = meta(pod).get("namespace"), meta(pod).get("name")
+        if not status.get("containerStatuses"):
+            nodes = list(self.nodes)
+            host_ip = f"192.168.0.{nodes.index(node) + 1 if node in nodes else 250}"
+            status.update(phase="Pending", hostIP=host_ip, hostIPs=[{"ip": host_ip}],
+                          startTime=now())  # fmt: skip
+            unready = f"containers with unready status: [{' '.join(map(str, containers))}]"
+            set_condition(status, "PodReadyToStartContainers", False, "")
+            set_condition(status, "Initialized", True, "")
+            set_condition(status, "Ready", False, "ContainersNotReady", unready)
+            set_condition(status, "ContainersReady", False, "ContainersNotReady", unready)
+            status["containerStatuses"] = [
+                {"name": c, "image": images[c], "imageID": "", "lastState": {}, "ready": False,
+                 "restartCount": 0, "started": False,
+                 "state": {"waiting": {"reason": "ContainerCreating"}}}
+                for c in containers
+            ]  # fmt: skip
+            self.writes.append(f"create containers of pods {namespace}/{name}")
+            await self.cluster.update(PODS, pod, user=user, subresource="status")
+            return
+        n = next(self._ips)
         ip = f"10.244.{n // 250}.{n % 250 + 1}"
-        nodes = list(self.nodes)
-        host_ip = f"192.168.0.{nodes.index(node) + 1 if node in nodes else 250}"
-        status.update(
-            phase="Running",
-            podIP=ip,
-            podIPs=[{"ip": ip}],
-            hostIP=host_ip,
-            hostIPs=[{"ip": host_ip}],
-            startTime=now(),
-        )
-        set_condition(status, "Ready", True, "ContainersReady")
-        self.writes.append(f"run pods {meta(pod).get('namespace')}/{meta(pod).get('name')}")
-        await self.cluster.update(PODS, pod, user=node_user(node), subresource="status")
+        started = now()
+        status.update(phase="Running", podIP=ip, podIPs=[{"ip": ip}])
+        for condition in ("PodReadyToStartContainers", "ContainersReady", "Ready"):
+            set_condition(status, condition, True, "")
+        status["containerStatuses"] = [
+            {"name": c, "image": images[c], "imageID": f"docker.io/library/{images[c]}@sha256:0",
+             "containerID": f"containerd://{name}-{c}", "lastState": {}, "ready": True,
+             "restartCount": 0, "started": True, "state": {"running": {"startedAt": started}}}
+            for c in containers
+        ]  # fmt: skip
+        for c in containers:
+            for reason, message in (
+                ("Pulled", f'Container image "{images[c]}" already present on machine'),
+                ("Created", f"Created container: {c}"),
+                ("Started", f"Started container {c}"),
+            ):
+                await self.event(pod, reason, message, component="kubelet", host=node, user=user)
+        self.writes.append(f"run pods {namespace}/{name}")
+        await self.cluster.update(PODS, pod, user=user, subresource="status")
 
     async def finish(
         self, namespace: str, name: str, *, phase: str = "Succeeded", exit_code: int | None = None

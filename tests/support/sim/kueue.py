@@ -203,6 +203,9 @@ class Kueue(Simulator):
         wl = self.store.get(WORKLOADS, ns, workload_name(aw))
         if wl is None:
             wl = await self.create(WORKLOADS, self._new_workload(aw), ns)
+            # jobframework/reconciler.go handleJobWithNoWorkload: "CreatedWorkload" on the job.
+            await self.event(aw, "CreatedWorkload", f"Created Workload: {ns}/{meta(wl)['name']}",
+                             component="kueue-controller-manager")  # fmt: skip
         changed = False
         annotations = meta(wl).setdefault("annotations", {})
         if annotations.get(GATED_BY) != gate:
@@ -278,6 +281,16 @@ class Kueue(Simulator):
         if condition(wl, "Evicted") is not None:
             set_condition(status, "Evicted", False, "QuotaReserved", "Previously: Preempted")
         await self.update_status(WORKLOADS, wl)
+        # scheduler/scheduler.go admit: the QuotaReserved and Admitted Events on the Workload.
+        queue = status["admission"]["clusterQueue"]
+        for reason, message in (
+            (
+                "QuotaReserved",
+                f"Quota reserved in ClusterQueue {queue}, wait time since queued was 0s",
+            ),
+            ("Admitted", f"Admitted by ClusterQueue {queue}, wait time since reservation was 0s"),
+        ):
+            await self.event(wl, reason, message, component="kueue-admission")
 
     async def _start(self, aw: JsonDict, wl: JsonDict) -> None:
         """RunWithPodSetsInfo: every podSetInfo and ``suspend: false`` in one update (Q5)."""
@@ -297,7 +310,11 @@ class Kueue(Simulator):
                 infos.append(info)
             component["podSetInfos"] = infos
         aw["spec"]["suspend"] = False
-        await self.update(APPWRAPPERS, aw)
+        aw = await self.update(APPWRAPPERS, aw)
+        # jobframework/reconciler.go startJob: "Started" on the job.
+        queue = ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue", "")
+        await self.event(aw, "Started", f"Admitted by clusterQueue {queue}",
+                         component="kueue-controller-manager")  # fmt: skip
 
     async def _stop(self, aw: JsonDict) -> None:
         """StopJob then RestorePodSetsInfo: ``suspend: true``, podSetInfos cleared."""

@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, ClassVar, TypeVar
 
 from tests.support.apiserver import UserInfo
 from tests.support.cluster.cluster import FakeCluster
-from tests.support.cluster.resources import Resource
+from tests.support.cluster.resources import EVENTS, Resource
 from tests.support.cluster.store import ApiError
 from tests.support.fakekube import service_account_user
-from tests.support.sim.objects import JsonDict, Key, key_of, meta
+from tests.support.sim.objects import JsonDict, Key, key_of, meta, now
 
 KeyMapper = Callable[[JsonDict], Iterable[Key]]
 T = TypeVar("T")
@@ -161,6 +162,49 @@ class Simulator:
         ns, name = key_of(obj)
         self._note("update status of", res, ns, name)
         return await self.cluster.update(res, obj, user=self.user, subresource="status")
+
+    async def event(
+        self,
+        obj: JsonDict,
+        reason: str,
+        message: str,
+        *,
+        component: str,
+        host: str = "",
+        kind: str = "Normal",
+        user: UserInfo | None = None,
+    ) -> None:
+        """A core/v1 Event about ``obj``, as client-go's recorder makes one
+        (tools/record/event.go ``makeEvent``: name ``<object>.<unix nanos in hex>``, count 1,
+        first and last timestamp now). Not aggregated: each call is a create, which is what a
+        real component's recorder sends for distinct reasons. A refused create is dropped, as
+        the recorder drops it after its retries."""
+        m = meta(obj)
+        stamp = now()
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{m.get('name')}.{time.time_ns():x}",
+                         "namespace": m.get("namespace") or "default"},
+            "involvedObject": {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
+                               "namespace": m.get("namespace"), "name": m.get("name"),
+                               "uid": m.get("uid"), "resourceVersion": m.get("resourceVersion")},
+            "reason": reason,
+            "message": message,
+            "source": {"component": component, **({"host": host} if host else {})},
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+            "type": kind,
+            "reportingComponent": component,
+            "reportingInstance": host,
+        }  # fmt: skip
+        self.writes.append(f"event {reason} {m.get('namespace')}/{m.get('name')}")
+        try:
+            await self.cluster.create(EVENTS, event, namespace=str(event["metadata"]["namespace"]),
+                                      user=user or self.user)  # fmt: skip
+        except ApiError as err:
+            self.reject(f"event {reason}", err)
 
     def reject(self, what: str, err: ApiError) -> None:
         """Record a refused write once; the next reconcile retries it, as upstream requeues."""

@@ -324,6 +324,27 @@ class Volcano(Simulator):
         if wanted != status:
             job["status"] = wanted
             await self.update_status(VCJOBS, job)
+        if pg_phase != "Pending":
+            await self._podgroup_status(job, counts, min_available)
+
+    async def _podgroup_status(self, job: JsonDict, counts: dict[str, int], minimum: int) -> None:
+        """The scheduler's session close (framework/session.go ``jobStatus``, written by
+        ``job_updater.go``): the PodGroup's running/succeeded/failed counts, and ``Running``
+        once enough of its pods run."""
+        pg = self.store.get(PODGROUPS, key_of(job)[0], podgroup_name(job))
+        if pg is None:
+            return
+        status = pg.get("status") or {}
+        wanted = {**status, "running": counts["running"], "succeeded": counts["succeeded"],
+                  "failed": counts["failed"]}  # fmt: skip
+        if counts["running"] and counts["running"] + counts["succeeded"] >= minimum:
+            wanted["phase"] = "Running"
+        if wanted != status:
+            pg["status"] = wanted
+            self.writes.append(
+                f"update status of podgroups {meta(pg).get('namespace')}/{meta(pg)['name']}"
+            )
+            await self.cluster.update(PODGROUPS, pg, user=SCHEDULER, subresource="status")
 
 
 def _all_containers(pod_spec: JsonDict) -> list[JsonDict]:

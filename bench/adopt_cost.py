@@ -1,0 +1,458 @@
+"""``python -m bench.adopt_cost [--jobs 200] [--scale 5000] [--bloat 450] [--compare DIR]``:
+what adopt mode costs autowrap's process, per adopted Job and per released pod, on a cluster
+that writes what a real one writes.
+
+Three processes: the simulated cluster (``bench.simcluster``: the fake API with kube-scheduler,
+kubelet, Volcano, Kueue and the AppWrapper controller simulated), ``autowrap serve`` with a
+kubeconfig for it (its controller on, as deployed), and this driver. Only autowrap's process
+is measured: CPU from ``/proc/<pid>/stat`` (utime + stime), memory from ``/proc/<pid>/status``
+(VmRSS sampled every 50 ms, VmHWM at the end).
+
+1. *adopt*: ``--jobs`` Volcano Jobs of 4 pods stored at once, as adopt-mode admission stores
+   them; Volcano makes their pods at once (gated), the scheduler marks them SchedulingGated,
+   Kueue makes Workloads, the AppWrapper controller reports Suspended. Done when every Job is
+   adopted and nothing but the Lease was written for ``QUIET`` s. CPU per adopted Job;
+2. *release*: Kueue admits every AppWrapper; autowrap releases the pods; the scheduler binds
+   them, the kubelet starts them (two status writes), Volcano and the AppWrapper controller
+   report. Done when every pod runs and all is quiet. CPU per released pod;
+3. *scale* (``--scale N``): the adopted families are copied until N Jobs exist (4 N pods, in
+   the state autowrap left them in), and a fresh autowrap process starts against them:
+   ``/healthz`` is probed every 50 ms through start-up; peak RSS and RSS once the caches are
+   full;
+4. *bloat* (``--bloat N``): a namespace user creates N pods of 1 MiB labelled
+   ``workload.codeflare.dev/appwrapper`` in a namespace no policy covers; autowrap's RSS
+   growth.
+
+``--compare DIR`` runs the same against the code of another checkout (``git worktree add
+/tmp/aw-0.2 a519357``), each version on a fresh cluster, and prints both side by side. The
+cluster and this driver always run this checkout's code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+
+from bench import load, policies
+from webhook import names
+
+QUIET = 1.0
+PODS_PER_JOB = 4
+WARM_JOBS = 2
+TARGET_MS_PER_JOB = 5.0
+TARGET_MS_PER_POD = 1.0
+TARGET_SCALE_RSS_MIB = 256.0
+TARGET_HEALTHZ_MS = 100.0
+TARGET_BLOAT_MIB = 10.0
+
+
+def _status_kib(pid: int, field: str) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def _mib(kib: int | None) -> float | None:
+    return None if kib is None else round(kib / 1024, 1)
+
+
+class Proc:
+    """A child process with its log; stopped with SIGTERM, then SIGKILL."""
+
+    def __init__(self, argv: list[str], cwd: Path, log: Path) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(cwd)
+        with log.open("wb") as out:
+            self.popen = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out,
+                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)  # fmt: skip
+        self.log = log
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def tail(self, lines: int = 30) -> str:
+        with contextlib.suppress(OSError):
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        return ""
+
+    def stop(self) -> None:
+        if self.alive():
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(20)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+
+
+class Cluster:
+    """The simulated cluster's process and its control API."""
+
+    def __init__(self, work: Path) -> None:
+        self.work = work
+        self.port = load.free_port()
+        self.proc = Proc([load.python(), "-m", "bench.simcluster", "--control-port",
+                          str(self.port), "--work", str(work)], load.REPO, work / "cluster.log")  # fmt: skip
+        self.session = aiohttp.ClientSession(base_url=f"http://127.0.0.1:{self.port}",
+                                             timeout=aiohttp.ClientTimeout(total=600))  # fmt: skip
+
+    async def ready(self) -> None:
+        for _ in range(600):
+            if (self.work / "ready").exists():
+                return
+            if not self.proc.alive():
+                raise RuntimeError(f"the simulated cluster exited:\n{self.proc.tail()}")
+            await asyncio.sleep(0.1)
+        raise TimeoutError("the simulated cluster did not start")
+
+    async def stats(self) -> dict[str, Any]:
+        async with self.session.get("/stats") as response:
+            return await response.json()  # type: ignore[no-any-return]
+
+    async def post(self, path: str, **query: Any) -> dict[str, Any]:
+        async with self.session.post(path, params={k: str(v) for k, v in query.items()}) as r:
+            if r.status != 200:
+                raise RuntimeError(f"{path}: {r.status} {await r.text()}")
+            return await r.json()  # type: ignore[no-any-return]
+
+    async def close(self) -> None:
+        await self.session.close()
+        self.proc.stop()
+
+
+class Autowrap:
+    """``autowrap serve`` from ``repo`` against the simulated cluster."""
+
+    def __init__(self, repo: Path, work: Path, n: int, profile: Path | None = None) -> None:
+        self.port = load.free_port()
+        self.work = work
+        profiler = ["-m", "cProfile", "-o", str(profile)] if profile else []
+        argv = [
+            load.python(), *profiler, "-m", "webhook", "serve", "--host", load.HOST,
+            "--port", str(self.port), "--metrics-port", str(load.free_port()),
+            "--cert-dir", str(work / "certs"), "--policy", str(work / "policies"),
+            "--kubeconfig", str(work / "kubeconfig"),
+        ]  # fmt: skip
+        self.proc = Proc(argv, repo, work / f"autowrap-{n}.log")
+        self.tls = load.client_tls(work / "certs" / "ca.crt")
+        self.rss_peak = 0.0
+
+    def cpu(self) -> float:
+        return load.cpu_seconds(self.proc.pid) or 0.0
+
+    def rss(self) -> float:
+        value = (_status_kib(self.proc.pid, "VmRSS") or 0) / 1024
+        self.rss_peak = max(self.rss_peak, value)
+        return value
+
+    def hwm(self) -> float | None:
+        return _mib(_status_kib(self.proc.pid, "VmHWM"))
+
+
+async def _until(what: str, check: Any, server: Autowrap, timeout: float) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        stats = await check()
+        if stats:
+            return stats  # type: ignore[no-any-return]
+        if not server.proc.alive():
+            raise RuntimeError(f"autowrap exited while waiting for {what}:\n{server.proc.tail()}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not reached within {timeout:.0f} s")
+        server.rss()
+        await asyncio.sleep(0.05)
+
+
+async def _wait(cluster: Cluster, server: Autowrap, what: str, timeout: float,
+                **wanted: int) -> dict[str, Any]:  # fmt: skip
+    """Until every count in ``wanted`` is reached and nothing but the Lease was written for
+    ``QUIET`` seconds."""
+
+    async def check() -> dict[str, Any] | None:
+        stats = await cluster.stats()
+        reached = all(stats[k] >= v for k, v in wanted.items())
+        return stats if reached and stats["quiet_s"] >= QUIET else None
+
+    return await _until(what, check, server, timeout)
+
+
+async def _start_server(repo: Path, work: Path, n: int, profile: Path | None) -> Autowrap:
+    server = Autowrap(repo, work, n, profile)
+    await load.wait_ready(_LoadProcess(server), f"https://{load.HOST}:{server.port}/readyz",
+                          server.tls, timeout=120)  # fmt: skip
+    return server
+
+
+class _LoadProcess(load.Process):
+    """``load.wait_ready`` wants a ``load.Process``; this one wraps an ``Autowrap``."""
+
+    def __init__(self, server: Autowrap) -> None:
+        super().__init__("autowrap", [], server.port, server.proc.log)
+        self._server = server
+
+    def alive(self) -> bool:
+        return self._server.proc.alive()
+
+    def log_tail(self, lines: int = 20) -> str:
+        return self._server.proc.tail(lines)
+
+
+async def _phase(cluster: Cluster, server: Autowrap, action: Any, what: str, timeout: float,
+                 **wanted: int) -> tuple[float, float]:  # fmt: skip
+    """The server's CPU seconds from ``action`` until quiet, and the wall time."""
+    cpu, started = server.cpu(), time.monotonic()
+    await action()
+    stats = await _wait(cluster, server, what, timeout, **wanted)
+    return server.cpu() - cpu, time.monotonic() - started - stats["quiet_s"]
+
+
+async def _probe(server: Autowrap, stop: asyncio.Event) -> list[float]:
+    """Answer times of /healthz, one probe every 50 ms, until ``stop``; probes that found
+    nothing listening yet are not answers and are not counted."""
+    times: list[float] = []
+    connector = aiohttp.TCPConnector(ssl=server.tls, force_close=True)
+    url = f"https://{load.HOST}:{server.port}{names.HEALTHZ_PATH}"
+    async with aiohttp.ClientSession(connector=connector) as session:
+        while not stop.is_set():
+            started = time.perf_counter()
+            with contextlib.suppress(aiohttp.ClientConnectorError, OSError):
+                try:
+                    async with session.get(url, server_hostname=load.SNI,
+                                           timeout=aiohttp.ClientTimeout(total=30)) as r:  # fmt: skip
+                        await r.read()
+                        times.append(time.perf_counter() - started)
+                except TimeoutError:
+                    times.append(time.perf_counter() - started)
+            server.rss()
+            await asyncio.sleep(0.05)
+    return times
+
+
+async def run_version(repo: Path, args: argparse.Namespace) -> dict[str, Any]:
+    result: dict[str, Any] = {"repo": str(repo), "jobs": args.jobs}
+    with tempfile.TemporaryDirectory(prefix="autowrap-adopt-cost-") as tmp:
+        work = Path(tmp)
+        subprocess.run([load.python(), "-m", "webhook", "certs", "--out", str(work / "certs")],
+                       cwd=load.REPO, check=True, capture_output=True)  # fmt: skip
+        policies.write(work / "policies")
+        cluster = Cluster(work)
+        server: Autowrap | None = None
+        try:
+            await cluster.ready()
+            profile = args.profile.with_suffix(f".{repo.name}.prof") if args.profile else None
+            server = await _start_server(repo, work, 1, profile)
+            timeout = 120 + args.jobs * 2.0
+            result["idle_rss_mib"] = round(server.rss(), 1)
+
+            async def leading() -> dict[str, Any] | None:
+                stats = await cluster.stats()
+                return stats if stats["holder"] else None
+
+            await _until("the Lease", leading, server, timeout)
+            await cluster.post("/jobs", prefix="warm", count=WARM_JOBS)
+            await _wait(cluster, server, "warm-up adopted", timeout, adopted=WARM_JOBS)
+            await cluster.post("/admit")
+            warm_pods = WARM_JOBS * PODS_PER_JOB
+            await _wait(cluster, server, "warm-up running", timeout, released=warm_pods,
+                        running=warm_pods)  # fmt: skip
+
+            total_jobs, total_pods = WARM_JOBS + args.jobs, warm_pods + args.jobs * PODS_PER_JOB
+            cpu, wall = await _phase(
+                cluster, server, lambda: cluster.post("/jobs", prefix="job", count=args.jobs),
+                "every Job adopted", timeout, adopted=total_jobs, gated=args.jobs * PODS_PER_JOB,
+            )  # fmt: skip
+            result["adopt"] = {"cpu_ms_per_job": round(cpu * 1000 / args.jobs, 2),
+                               "cpu_s": round(cpu, 2), "seconds": round(wall, 1),
+                               "rss_mib": round(server.rss(), 1)}  # fmt: skip
+            cpu, wall = await _phase(cluster, server, lambda: cluster.post("/admit"),
+                                     "every pod released and running", timeout,
+                                     released=total_pods, running=total_pods)  # fmt: skip
+            pods = args.jobs * PODS_PER_JOB
+            result["release"] = {"cpu_ms_per_pod": round(cpu * 1000 / pods, 2),
+                                 "cpu_s": round(cpu, 2), "seconds": round(wall, 1),
+                                 "rss_mib": round(server.rss(), 1)}  # fmt: skip
+            result["peak_rss_mib"] = server.hwm()
+            stats = await cluster.stats()
+            result["cluster_writes"] = stats["writes"]
+            result["ok"] = stats["adopted"] >= total_jobs and stats["running"] >= total_pods
+
+            if args.scale:
+                await cluster.post("/clone", total=args.scale)
+                server.proc.stop()
+                before = (await cluster.stats())["pod_lists"]
+                stop = asyncio.Event()
+                started = time.monotonic()
+                server = Autowrap(repo, work, 2)
+                probes = asyncio.create_task(_probe(server, stop))
+
+                seen = {"lists": before, "at": time.monotonic()}
+
+                async def synced() -> dict[str, Any] | None:
+                    """The pods are listed (no new page asked for 2 s) and all is quiet."""
+                    stats = await cluster.stats()
+                    if stats["pod_lists"] != seen["lists"]:
+                        seen.update(lists=stats["pod_lists"], at=time.monotonic())
+                    listed = seen["lists"] > before and time.monotonic() - seen["at"] >= 2
+                    return stats if listed and stats["quiet_s"] >= QUIET else None
+
+                try:
+                    await _until("start-up at scale", synced, server, 600)
+                    listed = time.monotonic() - 2 - started
+                    await asyncio.sleep(3)  # the last page decoded and handled
+                finally:
+                    stop.set()
+                    answers = await probes
+                result["scale"] = {
+                    "jobs": args.scale, "pods": args.scale * PODS_PER_JOB,
+                    "listed_after_s": round(listed, 1),
+                    "rss_after_sync_mib": round(server.rss(), 1),
+                    "peak_rss_mib": server.hwm(),
+                    "slowest_healthz_ms": round(max(answers) * 1000, 1) if answers else None,
+                    "healthz_over_100ms": sum(1 for a in answers if a > TARGET_HEALTHZ_MS / 1000),
+                    "healthz_probes": len(answers),
+                }  # fmt: skip
+
+            if args.bloat:
+                await asyncio.sleep(1)
+                before_rss = server.rss()
+                cpu = server.cpu()
+                await cluster.post("/bloat", count=args.bloat, size=1 << 20)
+                await _wait(cluster, server, "bloat quiet", 600)
+                await asyncio.sleep(3)
+                result["bloat"] = {"pods": args.bloat, "pod_mib": 1,
+                                   "rss_before_mib": round(before_rss, 1),
+                                   "rss_after_mib": round(server.rss(), 1),
+                                   "growth_mib": round(server.rss() - before_rss, 1),
+                                   "cpu_s": round(server.cpu() - cpu, 2)}  # fmt: skip
+        except (RuntimeError, TimeoutError) as exc:
+            result["failure"] = str(exc)
+            if server is not None:
+                result["log_tail"] = server.proc.tail(30)
+            with contextlib.suppress(Exception):
+                result["progress"] = await cluster.stats()
+        finally:
+            if server is not None:
+                server.proc.stop()
+            await cluster.close()
+    return result
+
+
+ROWS = (
+    ("CPU ms per adopted job", ("adopt", "cpu_ms_per_job"), f"<= {TARGET_MS_PER_JOB:g}"),
+    ("CPU ms per released pod", ("release", "cpu_ms_per_pod"), f"<= {TARGET_MS_PER_POD:g}"),
+    ("adopt phase wall s", ("adopt", "seconds"), ""),
+    ("release phase wall s", ("release", "seconds"), ""),
+    ("peak RSS MiB (cost run)", ("peak_rss_mib",), ""),
+    ("scale: pods listed after s", ("scale", "listed_after_s"), ""),
+    ("scale: RSS after sync MiB", ("scale", "rss_after_sync_mib"), ""),
+    ("scale: peak RSS MiB", ("scale", "peak_rss_mib"), f"< {TARGET_SCALE_RSS_MIB:g}"),
+    ("scale: slowest /healthz ms", ("scale", "slowest_healthz_ms"), f"<= {TARGET_HEALTHZ_MS:g}"),
+    ("bloat: RSS growth MiB", ("bloat", "growth_mib"), f"< {TARGET_BLOAT_MIB:g}"),
+)
+
+
+def _at(result: dict[str, Any], path: tuple[str, ...]) -> Any:
+    value: Any = result
+    for part in path:
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def figures(rounds: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each row's median, lowest and highest over the rounds (the lower median for an even
+    count: a value some round measured)."""
+    out = {}
+    for title, path, target in ROWS:
+        values = sorted(v for r in rounds if (v := _at(r, path)) is not None)
+        if values:
+            out[title] = {"median": values[(len(values) - 1) // 2], "min": values[0],
+                          "max": values[-1], "rounds": values, "target": target}  # fmt: skip
+    return out
+
+
+def table(results: dict[str, list[dict[str, Any]]]) -> str:
+    labels = list(results)
+    summaries = {label: figures(rounds) for label, rounds in results.items()}
+    width = 22
+    lines = [f"{'figure':<30}" + "".join(f"{label:>{width}}" for label in labels)
+             + f"{'target':>10}"]  # fmt: skip
+    for title, _, target in ROWS:
+        cells = []
+        for label in labels:
+            f = summaries[label].get(title)
+            if f is None:
+                cells.append("-")
+            elif f["min"] == f["max"]:
+                cells.append(str(f["median"]))
+            else:
+                cells.append(f"{f['median']} ({f['min']}-{f['max']})")
+        lines.append(f"{title:<30}" + "".join(f"{c:>{width}}" for c in cells) + f"{target:>10}")
+    for label, rounds in results.items():
+        for n, r in enumerate(rounds, 1):
+            if "failure" in r:
+                lines += ["", f"{label} round {n} FAILED: {r['failure']}",
+                          f"  progress: {r.get('progress')}"]  # fmt: skip
+                lines += [f"  | {line}" for line in r.get("log_tail", "").splitlines()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.adopt_cost", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser.add_argument("--jobs", type=int, default=200, help="jobs of 4 pods (default 200)")
+    parser.add_argument("--scale", type=int, default=0, help="jobs for the start-up run")
+    parser.add_argument("--bloat", type=int, default=0, help="1 MiB pods in a foreign namespace")
+    parser.add_argument(
+        "--repo", type=Path, help="serve this checkout's code instead of this one's"
+    )
+    parser.add_argument("--compare", type=Path, help="also run this checkout's code (e.g. 0.2)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="rounds per version, each on a fresh cluster (medians reported)",
+    )
+    parser.add_argument("--out", type=Path, help="write the JSON result here")
+    parser.add_argument("--profile", type=Path,
+                        help="profile the first server with cProfile into PATH.<repo>.prof")  # fmt: skip
+    args = parser.parse_args(argv)
+    versions = [("this", args.repo or load.REPO)]
+    versions += [("compare", args.compare)] if args.compare else []
+    results: dict[str, list[dict[str, Any]]] = {label: [] for label, _ in versions}
+    for n in range(args.rounds):
+        # Alternate the order, so that the machine's drift falls on both alike.
+        for label, repo in versions if n % 2 == 0 else versions[::-1]:
+            print(f"adopt cost: round {n + 1}/{args.rounds}, {label} ({repo}), {args.jobs} jobs",
+                  file=sys.stderr)  # fmt: skip
+            results[label].append(asyncio.run(run_version(repo.resolve(), args)))
+    print(table(results))
+    if args.out:
+        document = {label: {"figures": figures(rounds), "rounds": rounds}
+                    for label, rounds in results.items()}  # fmt: skip
+        args.out.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
+    return 0 if all(r.get("ok") and "failure" not in r for v in results.values() for r in v) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,405 @@
+"""The informer against the fake cluster over HTTP: paginated lists, transforms, resources the
+server does not serve, a fresh cache on every run, and watches that stay alive."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from tests.support.cluster.cluster import FakeCluster
+from tests.support.cluster.resources import PODS
+from webhook.shell import informer as informer_module
+from webhook.shell.informer import Informer
+from webhook.shell.kube import ApiFailure, Gone, Kind, KubeClient
+
+POD_KIND = Kind("", "v1", "pods", "Pod")
+Changes = list[tuple[str | None, str | None]]
+
+
+def _pod(name: str, **labels: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": dict(labels)},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }
+
+
+def _name(obj: dict[str, Any] | None) -> str | None:
+    return None if obj is None else obj["metadata"]["name"]
+
+
+@contextlib.asynccontextmanager
+async def _client(tmp_path: Path, cluster: FakeCluster) -> AsyncIterator[KubeClient]:
+    await cluster.start()
+    client = await KubeClient.connect(str(cluster.write_kubeconfig(tmp_path / "kubeconfig")))
+    try:
+        yield client
+    finally:
+        await client.close()
+        await cluster.stop()
+
+
+async def _eventually(check: Callable[[], Any], what: str = "condition") -> Any:
+    for _ in range(500):
+        if value := check():
+            return value
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@contextlib.asynccontextmanager
+async def _running(informer: Informer) -> AsyncIterator[asyncio.Task[None]]:
+    task = asyncio.create_task(informer.run())
+    try:
+        yield task
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def _recorder(changes: Changes) -> Callable[[Any, Any], None]:
+    return lambda old, new: changes.append((_name(old), _name(new)))
+
+
+async def test_a_list_is_read_in_pages_and_every_object_is_cached(tmp_path: Path) -> None:
+    cluster = FakeCluster()
+    for i in range(12):
+        cluster.store.create(PODS, _pod(f"p{i:02}"))
+    async with _client(tmp_path, cluster) as client:
+        changes: Changes = []
+        informer = Informer(client, POD_KIND, _recorder(changes), page_size=5)
+        async with _running(informer):
+            await asyncio.wait_for(informer.synced.wait(), 10)
+            lists = [q for q in cluster.requests_to("GET", r"/pods$") if "watch" not in q.query]
+            assert [q.query.get("limit") for q in lists] == ["5", "5", "5"]
+            assert [bool(q.query.get("continue")) for q in lists] == [False, True, True]
+            assert sorted(o["metadata"]["name"] for o in informer.items()) == [
+                f"p{i:02}" for i in range(12)
+            ]
+            assert sorted(changes) == [(None, f"p{i:02}") for i in range(12)]
+
+
+async def test_an_expired_continue_token_starts_the_list_over(tmp_path: Path) -> None:
+    cluster = FakeCluster()
+    for i in range(6):
+        cluster.store.create(PODS, _pod(f"p{i}"))
+
+    async with _client(tmp_path, cluster) as client:
+        listed = client.list
+
+        async def compacting_list(*args: Any, **kwargs: Any) -> dict[str, Any]:
+            page = await listed(*args, **kwargs)
+            if not kwargs.get("continue_token") and len(cluster.requests_to("GET", "/pods")) == 1:
+                cluster.store.create(PODS, _pod("late"))
+                cluster.store.compact()  # the first page's version is gone
+            return page
+
+        client.list = compacting_list  # type: ignore[method-assign]
+        informer = Informer(client, POD_KIND, lambda old, new: None, page_size=4)
+        async with _running(informer):
+            await asyncio.wait_for(informer.synced.wait(), 10)
+            pages = [q for q in cluster.requests_to("GET", r"/pods$") if "watch" not in q.query]
+            assert [bool(q.query.get("continue")) for q in pages] == [False, True, False, True]
+            assert len(informer.items()) == 7
+
+
+async def test_a_transform_strips_what_is_cached_and_drops_what_is_not_wanted(
+    tmp_path: Path,
+) -> None:
+    cluster = FakeCluster()
+    cluster.store.create(PODS, _pod("kept", keep="yes"))
+    cluster.store.create(PODS, _pod("dropped", keep="no"))
+
+    def strip(obj: dict[str, Any]) -> dict[str, Any] | None:
+        labels = obj["metadata"].get("labels") or {}
+        if labels.get("keep") != "yes":
+            return None
+        return {"metadata": obj["metadata"], "spec": {}}
+
+    async with _client(tmp_path, cluster) as client:
+        changes: Changes = []
+        informer = Informer(client, POD_KIND, _recorder(changes), transform=strip)
+        async with _running(informer):
+            await asyncio.wait_for(informer.synced.wait(), 10)
+            assert [o["metadata"]["name"] for o in informer.items()] == ["kept"]
+            assert informer.get("default", "kept") == {
+                "metadata": informer.get("default", "kept")["metadata"],  # type: ignore[index]
+                "spec": {},
+            }
+            assert changes == [(None, "kept")]
+
+            # A watched object the transform turns away leaves the cache, as a deletion.
+            pod = cluster.store.get(PODS, "default", "kept")
+            assert pod is not None
+            pod["metadata"]["labels"]["keep"] = "no"
+            cluster.store.update(PODS, pod)
+            cluster.store.create(PODS, _pod("new", keep="yes"))
+            await _eventually(lambda: informer.get("default", "new"), "the new pod")
+            assert informer.get("default", "kept") is None
+            assert changes == [(None, "kept"), ("kept", None), (None, "new")]
+
+
+async def test_a_resource_the_server_does_not_serve_is_reported_and_found_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(informer_module, "MAX_BACKOFF", 0.05)
+    cluster = FakeCluster()
+    cluster.store.create(PODS, _pod("p"))
+    async with _client(tmp_path, cluster) as client:
+        fault = cluster.inject("GET", r"/pods$", 404, times=None,
+                               message="the server could not find the requested resource")  # fmt: skip
+        informer = Informer(client, POD_KIND, lambda old, new: None)
+        async with _running(informer):
+            await _eventually(lambda: informer.absent, "absent")
+            assert informer.state == "absent"
+            assert not informer.synced.is_set()
+            assert "could not find" in informer.error
+            tries = fault.hits
+            await _eventually(lambda: fault.hits > tries + 2, "looked for again")
+
+            cluster.faults.remove(fault)  # the CRD is installed
+            await asyncio.wait_for(informer.synced.wait(), 10)
+            assert informer.state == "synced"
+            assert not informer.absent
+            assert informer.get("default", "p") is not None
+
+
+async def test_every_run_starts_from_an_empty_cache_and_a_new_list(tmp_path: Path) -> None:
+    cluster = FakeCluster()
+    cluster.store.create(PODS, _pod("old"))
+    async with _client(tmp_path, cluster) as client:
+        informer = Informer(client, POD_KIND, lambda old, new: None)
+        async with _running(informer):
+            await asyncio.wait_for(informer.synced.wait(), 10)
+            assert informer.get("default", "old") is not None
+
+        # Leadership lost; meanwhile the pod goes. The next term must not see it.
+        cluster.store.delete(PODS, "default", "old", grace_period_seconds=0)
+        lists = informer.lists
+        task = asyncio.create_task(informer.run())
+        try:
+            await asyncio.sleep(0)
+            assert not informer.synced.is_set()
+            assert informer.get("default", "old") is None
+            await asyncio.wait_for(informer.synced.wait(), 10)
+            assert informer.lists == lists + 1
+            assert informer.get("default", "old") is None
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+async def _silent_server(
+    handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+) -> tuple[web.AppRunner, str]:
+    app = web.Application()
+    app.router.add_route("GET", "/{tail:.*}", handler)
+    runner = web.AppRunner(app, shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}"
+
+
+async def test_a_watch_that_goes_silent_ends_so_that_it_can_be_opened_again() -> None:
+    from kubernetes.aio import client as aio
+
+    async def silent(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        await response.prepare(request)
+        await response.write(b'{"type":"ADDED","object":{"metadata":{"name":"a",')
+        await response.write(b'"resourceVersion":"7"}}}\n')
+        await asyncio.sleep(3600)  # a connection that died without a reset
+        return response
+
+    runner, url = await _silent_server(silent)
+    configuration = aio.Configuration(host=url)
+    client = KubeClient(aio.ApiClient(configuration))
+    try:
+        seen = []
+
+        async def follow() -> None:
+            async for event, obj in client.watch(POD_KIND, resource_version="1", idle_seconds=0.3):
+                seen.append((event, obj["metadata"]["resourceVersion"]))
+
+        await asyncio.wait_for(follow(), 10)
+        assert seen == [("ADDED", "7")]
+    finally:
+        await client.close()
+        await runner.cleanup()
+
+
+async def test_an_error_event_in_the_stream_is_raised() -> None:
+    from kubernetes.aio import client as aio
+
+    async def expired(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        await response.prepare(request)
+        await response.write(
+            b'{"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired",'
+            b'"message":"too old resource version: 1 (5)"}}\n'
+        )
+        return response
+
+    async def failed(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        await response.prepare(request)
+        await response.write(b'{"type":"ERROR","object":{"kind":"Status","code":500,'
+                             b'"message":"etcd is unhappy"}}\n')  # fmt: skip
+        return response
+
+    for handler, expected in ((expired, Gone), (failed, ApiFailure)):
+        runner, url = await _silent_server(handler)
+        client = KubeClient(aio.ApiClient(aio.Configuration(host=url)))
+        try:
+            with pytest.raises(expected) as caught:
+                async for _ in client.watch(POD_KIND, resource_version="1"):
+                    pass
+            assert caught.value.status in (410, 500)
+        finally:
+            await client.close()
+            await runner.cleanup()
+
+
+async def test_a_silent_watch_is_reopened_from_the_last_version_without_a_relist(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = FakeCluster(bookmark_interval=3600)
+    cluster.store.create(PODS, _pod("a"))
+    async with _client(tmp_path, cluster) as client:
+        watch = client.watch
+
+        def short_idle(*args: Any, **kwargs: Any) -> Any:
+            return watch(*args, **{**kwargs, "idle_seconds": 0.2})
+
+        monkeypatch.setattr(client, "watch", short_idle)
+        informer = Informer(client, POD_KIND, lambda old, new: None)
+        async with _running(informer):
+            await asyncio.wait_for(informer.synced.wait(), 10)
+            await _eventually(
+                lambda: (
+                    len([q for q in cluster.requests_to("GET", "/pods") if q.query.get("watch")])
+                    >= 3
+                ),
+                "watches reopened",
+            )
+            cluster.store.create(PODS, _pod("b"))
+            await _eventually(lambda: informer.get("default", "b"), "the pod made meanwhile")
+            assert informer.lists == 1
+            watches = [q for q in cluster.requests_to("GET", "/pods") if q.query.get("watch")]
+            assert all(q.query.get("resourceVersion") for q in watches)
+
+
+async def test_a_change_the_transform_strips_updates_the_cache_without_a_notification(
+    tmp_path: Path,
+) -> None:
+    cluster = FakeCluster()
+    cluster.store.create(PODS, _pod("p", app="x"))
+
+    def decisions(obj: dict[str, Any]) -> dict[str, Any]:
+        return {"metadata": {k: obj["metadata"].get(k)
+                             for k in ("name", "namespace", "labels", "resourceVersion")}}  # fmt: skip
+
+    async with _client(tmp_path, cluster) as client:
+        changes: Changes = []
+        informer = Informer(client, POD_KIND, _recorder(changes), transform=decisions)
+        async with _running(informer):
+            await asyncio.wait_for(informer.synced.wait(), 10)
+            pod = cluster.store.get(PODS, "default", "p")
+            assert pod is not None
+            pod["status"] = {"phase": "Running"}
+            stored = cluster.store.update(PODS, pod, subresource="status")
+            version = stored["metadata"]["resourceVersion"]
+            await _eventually(
+                lambda: (
+                    (informer.get("default", "p") or {})["metadata"]["resourceVersion"] == version
+                ),
+                "the status write",
+            )
+            assert changes == [(None, "p")]
+
+            stored["metadata"]["labels"]["app"] = "y"
+            cluster.store.update(PODS, stored)
+            await _eventually(lambda: len(changes) == 2, "the label change")
+            assert changes == [(None, "p"), ("p", "p")]
+
+
+async def test_a_watch_that_never_answers_is_a_failure_not_an_end() -> None:
+    from kubernetes.aio import client as aio
+
+    async def mute(request: web.Request) -> web.StreamResponse:
+        await asyncio.sleep(3600)  # accepted, never answered
+        return web.Response()
+
+    runner, url = await _silent_server(mute)
+    client = KubeClient(aio.ApiClient(aio.Configuration(host=url)))
+    try:
+        with pytest.raises(ApiFailure) as caught:
+            async for _ in client.watch(POD_KIND, resource_version="1", idle_seconds=0.3):
+                pass
+        assert caught.value.status is None
+        assert "Timeout" in caught.value.message
+    finally:
+        await client.close()
+        await runner.cleanup()
+
+
+async def test_requests_carry_refreshed_credentials_and_bypass_the_generated_models(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kubernetes.aio.client import ApiClient
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the generated client's (de)serialization was used")
+
+    monkeypatch.setattr(ApiClient, "sanitize_for_serialization", refuse)
+    monkeypatch.setattr(ApiClient, "deserialize", refuse)
+    cluster = FakeCluster()
+    async with _client(tmp_path, cluster) as client:
+        configuration = client._api_client.configuration
+        configuration.api_key = {"authorization": "Bearer expired"}
+        configuration.api_key_prefix = {}
+
+        def refresh(conf: Any) -> None:  # what the kubeconfig loader's exec-plugin hook does
+            conf.api_key["authorization"] = f"Bearer {cluster.token}"
+
+        configuration.refresh_api_key_hook = refresh
+        body = _pod("p", note="ünïcode")
+        body["metadata"]["annotations"] = {"big": str(2**62)}
+        created = await client.create(Kind("", "v1", "pods", "Pod"), "default", body, timeout=5)
+        assert created["metadata"]["labels"]["note"] == "ünïcode"
+        assert created["metadata"]["annotations"]["big"] == str(2**62)
+        found = await client.get(POD_KIND, "default", "p", timeout=5)
+        assert found is not None and found["metadata"]["uid"] == created["metadata"]["uid"]
+        events = client.watch(POD_KIND, "default", resource_version="0", timeout_seconds=1)
+        first = await anext(events)
+        await events.aclose()
+        assert first[0] == "ADDED" and first[1]["metadata"]["name"] == "p"
+
+
+async def test_a_request_that_gets_no_answer_fails_within_its_timeout() -> None:
+    from kubernetes.aio import client as aio
+
+    async def mute(request: web.Request) -> web.StreamResponse:
+        await asyncio.sleep(3600)
+        return web.Response()
+
+    runner, url = await _silent_server(mute)
+    client = KubeClient(aio.ApiClient(aio.Configuration(host=url)))
+    try:
+        with pytest.raises(ApiFailure) as caught:
+            await asyncio.wait_for(client.get(POD_KIND, "default", "p", timeout=0.3), 10)
+        assert caught.value.status is None
+        assert "no answer within 0.3s" in caught.value.message
+    finally:
+        await client.close()
+        await runner.cleanup()
