@@ -830,3 +830,68 @@ def _failure(appwrapper: Mapping[str, Any]) -> str:
 
 def pods_of(pods: Sequence[Mapping[str, Any]], aw_name: str) -> list[Mapping[str, Any]]:
     return [p for p in pods if objects.labels_of(p).get(names.APPWRAPPER_LABEL) == aw_name]
+
+
+# --- the controller: what its caches keep -------------------------------------------------------------
+# Each cache holds what the controller's decisions read and nothing else: less memory per
+# object, and a write to anything else (a kubelet's container statuses, Volcano's job status)
+# leaves the kept copy as it was, so it wakes no reconcile.
+
+
+def pod_view(pod: Mapping[str, Any]) -> Obj | None:
+    """A labelled pod as releasing reads it, or None for a pod no admission of autowrap's
+    prepared (it carries no podSet annotation): it is never released, so never cached."""
+    metadata = as_map(pod.get("metadata"))
+    annotations = as_map(metadata.get("annotations"))
+    if PODSET_ANNOTATION not in annotations:
+        return None
+    spec = as_map(pod.get("spec"))
+    kept_meta = {k: metadata[k] for k in _POD_METADATA if k in metadata}
+    kept_spec = {
+        k: spec[k] for k in ("schedulingGates", "nodeSelector", "tolerations") if k in spec
+    }
+    view: Obj = {"apiVersion": pod.get("apiVersion", "v1"), "kind": pod.get("kind", "Pod"),
+                 "metadata": kept_meta, "spec": kept_spec}  # fmt: skip
+    phase = as_map(pod.get("status")).get("phase")
+    if phase:
+        view["status"] = {"phase": phase}
+    return view
+
+
+_POD_METADATA = (
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "deletionTimestamp",
+    "finalizers",
+)
+
+
+def object_view(obj: Mapping[str, Any]) -> Obj:
+    """An object prepared for adoption, without what no decision reads: its status (written
+    by its controller, often) and managedFields."""
+    view = dict(obj)
+    view.pop("status", None)
+    metadata = dict(as_map(view.get("metadata")))
+    metadata.pop("managedFields", None)
+    view["metadata"] = metadata
+    return view
+
+
+def appwrapper_view(appwrapper: Mapping[str, Any]) -> Obj:
+    """An AppWrapper with managedFields cut to who wrote (``provenance.stranger`` reads the
+    create's manager)."""
+    view = dict(appwrapper)
+    metadata = dict(as_map(view.get("metadata")))
+    managed = as_list(metadata.get("managedFields"))
+    if managed:
+        metadata["managedFields"] = [
+            {k: as_map(e)[k] for k in ("manager", "operation", "subresource") if k in as_map(e)}
+            for e in managed
+        ]
+    view["metadata"] = metadata
+    return view

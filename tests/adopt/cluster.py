@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import shutil
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -101,10 +102,12 @@ class Cluster:
         for informer in self.controller.informers:
             res = next(r for r in ALL if (r.group, r.plural) == (informer.kind.group,
                                                                informer.kind.plural))  # fmt: skip
+            kept = informer.transform or (lambda obj: obj)
             stored = {
                 (o["metadata"].get("namespace", ""), o["metadata"]["name"]):
                 o["metadata"]["resourceVersion"]
                 for o in self.api.store.list(res, labels=informer.labels)
+                if kept(copy.deepcopy(o)) is not None
             }  # fmt: skip
             seen = {
                 (o["metadata"].get("namespace", ""), o["metadata"]["name"]):

@@ -44,6 +44,8 @@ KUEUE_HOLD_IGNORED = (
     "the AdmissionGatedBy feature gate on 0.17 and 0.18); until then set mode: Redirect in the "
     "policies"
 )
+# How often an object waiting for a missing resource (the AppWrapper CRD) is looked at again.
+MISSING_RETRY = 30.0
 # How long an AppWrapper queued for an object that is gone is kept: a GitOps tool that deleted
 # the object to re-create it gets it back (re-adopted) rather than a new queue position.
 ORPHAN_GRACE = 60.0
@@ -86,6 +88,7 @@ class Reconciler:
         kinds: Mapping[tuple[str, str], Kind],
         counters: Counters | None = None,
         now: Callable[[], float] = time.time,
+        served: Callable[[str], bool] = lambda source: True,
     ) -> None:
         self._api = api
         self._policies = policies
@@ -97,6 +100,7 @@ class Reconciler:
         self._origins = {f"{k.kind}.{k.group}" if k.group else k.kind: k for k in kinds.values()}
         self.counters = counters or Counters()
         self._now = now
+        self._served = served
 
     async def reconcile(self, key: Key) -> Result:
         namespace, aw_name = key
@@ -140,6 +144,12 @@ class Reconciler:
                 f"it is controlled by {owner.get('kind')} {owner.get('name')!r}; objects that "
                 "belong to a controller are not wrapped"])  # fmt: skip
             return self._Adopted(appwrapper)
+        if not self._served("appwrappers"):
+            await self._report_failure(obj, [
+                f"the cluster does not serve {names.APPWRAPPER_PLURAL}.{names.APPWRAPPER_GROUP}: "
+                "install the AppWrapper controller and its CRD; autowrap adopts this object "
+                "once it is there"])  # fmt: skip
+            return self._Adopted(appwrapper, requeue=MISSING_RETRY)
         if not adoption.is_prepared(obj):
             await self._report_failure(obj, [
                 "autowrap's admission did not prepare it (a pod template lacks the scheduling "

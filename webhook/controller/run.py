@@ -101,6 +101,7 @@ class Controller:
         self.reconciles = 0
         self.errors = 0
         self._api = api
+        self._policies = policies
         self._clock = clock
         self._kinds = object_kinds()
         self._by_key: dict[str, dict[Key, set[tuple[str, str]]]] = defaultdict(
@@ -109,14 +110,17 @@ class Controller:
         self._informers: dict[str, Informer] = {}
         for (_, kind_name), kind in self._kinds.items():
             self._informers[kind_name] = Informer(
-                api, kind, self._watcher(kind_name), labels=names.ADOPTION_LABEL
-            )
+                api, kind, self._watcher(kind_name), labels=names.ADOPTION_LABEL,
+                transform=adoption.object_view,
+            )  # fmt: skip
         self._informers["pods"] = Informer(
-            api, Kind("", "v1", "pods", "Pod"), self._watcher("pods"), labels=names.APPWRAPPER_LABEL
-        )
+            api, Kind("", "v1", "pods", "Pod"), self._watcher("pods"),
+            labels=names.APPWRAPPER_LABEL, transform=self._pod_view,
+        )  # fmt: skip
         self._informers["appwrappers"] = Informer(
-            api, APPWRAPPERS, self._watcher("appwrappers"), labels=f"{names.ADOPTED_LABEL}=true"
-        )
+            api, APPWRAPPERS, self._watcher("appwrappers"), labels=f"{names.ADOPTED_LABEL}=true",
+            transform=adoption.appwrapper_view,
+        )  # fmt: skip
         self.reconciler = Reconciler(
             api,
             policies,
@@ -126,6 +130,39 @@ class Controller:
             appwrapper_of=lambda key: self._informers["appwrappers"].get(*key),
             kinds=self._kinds,
             counters=Counters(),
+            served=self.served,
+        )
+
+    # --- what is cached ------------------------------------------------------------------------
+
+    def _pod_view(self, pod: Obj) -> Obj | None:
+        """A pod as releasing reads it; None (not cached) for a pod no policy could have had
+        autowrap prepare: any namespace user can label pods workload.codeflare.dev/appwrapper,
+        and only namespaces a policy covers hold pods autowrap releases."""
+        namespace = str((pod.get("metadata") or {}).get("namespace") or "")
+        if not self._covered(namespace):
+            return None
+        return adoption.pod_view(pod)
+
+    def _covered(self, namespace: str) -> bool:
+        policies = self._policies()
+        if not policies.selects_by_labels:
+            return policies.match(namespace, {}) is not None
+        labels = getattr(self._api, "known_namespace_labels", lambda ns: None)(namespace)
+        # Labels not known yet: kept, rather than a pod of a covered namespace missed.
+        return labels is None or policies.match(namespace, labels) is not None
+
+    def served(self, source: str) -> bool:
+        """Whether the cluster serves the resource behind an informer (its CRD installed)."""
+        informer = self._informers.get(source)
+        return informer is not None and not informer.absent
+
+    def absent(self) -> list[str]:
+        """The resources the controller follows that the cluster does not serve."""
+        return sorted(
+            f"{i.kind.plural}.{i.kind.group or 'core'}"
+            for i in self._informers.values()
+            if i.absent
         )
 
     # --- keys -----------------------------------------------------------------------------------
@@ -204,13 +241,38 @@ class Controller:
         self.leading.set()
         tasks = [asyncio.create_task(i.run()) for i in self._informers.values()]
         try:
-            await asyncio.gather(*(i.synced.wait() for i in self._informers.values()))
+            await self._listed()
             tasks += [asyncio.create_task(self._work()) for _ in range(self.settings.workers)]
             await asyncio.gather(*tasks)
         finally:
             self.leading.clear()
             await cancel_all(tasks)
             self.queue.close()
+
+    async def _listed(self) -> None:
+        """Until every informer has listed, or found its resource not served: a kind the
+        cluster lacks (Volcano in a Pod-only cluster) never holds up the others. Each kind found
+        missing is said once, in the log and as an operator Event; readiness and the metrics
+        keep saying it (``absent``)."""
+        said: set[str] = set()
+        while True:
+            waiting = [i for i in self._informers.values() if not i.synced.is_set()]
+            for informer in waiting:
+                name = f"{informer.kind.plural}.{informer.kind.group or 'core'}"
+                if informer.absent and name not in said:
+                    said.add(name)
+                    message = (f"the cluster does not serve {name}: objects that need it are not "
+                               "adopted until its CRD is installed; the other kinds are")  # fmt: skip
+                    log.warning(message)
+                    opevents.emit("ResourceMissing", message, warning=True)
+            if all(i.absent for i in waiting):
+                return
+            listing = [asyncio.ensure_future(i.synced.wait()) for i in waiting if not i.absent]
+            try:
+                await asyncio.wait(listing, timeout=0.5, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for future in listing:
+                    future.cancel()
 
     async def _work(self) -> None:
         while True:

@@ -88,7 +88,7 @@ class Informer:
         """LISTs completed: a relist after a 410 counts again."""
         self._api = api
         self._handler = handler
-        self._transform = transform
+        self.transform = transform
         self._page_size = page_size
         self._objects: dict[Key, Obj] = {}
 
@@ -146,7 +146,7 @@ class Informer:
     def _prepared(self, item: Obj) -> Obj | None:
         item.setdefault("apiVersion", self.kind.api_version)
         item.setdefault("kind", self.kind.kind)
-        return item if self._transform is None else self._transform(item)
+        return item if self.transform is None else self.transform(item)
 
     async def _list(self) -> tuple[dict[Key, Obj], str]:
         """Every object, page by page; a continue token that expired starts the list over."""
@@ -184,7 +184,7 @@ class Informer:
             old = previous.get(key)
             if old is None or (
                 _version(old) != _version(obj)
-                and (self._transform is None or not _same_but_version(old, obj))
+                and (self.transform is None or not _same_but_version(old, obj))
             ):
                 self._handler(old, obj)
             if count % HANDLER_BATCH == 0:
@@ -216,7 +216,7 @@ class Informer:
                     self._handler(old, None)
             else:
                 self._objects[key] = new
-                if old is None or self._transform is None or not _same_but_version(old, new):
+                if old is None or self.transform is None or not _same_but_version(old, new):
                     self._handler(old, new)
         self.error = ""
         return version

@@ -726,6 +726,15 @@ class KubeClient(Api):
         self._cache[(kind, key)] = _Cached(value, self._clock() + self._ttl[kind])
         return value
 
+    def known_namespace_labels(self, namespace: str) -> dict[str, str] | None:
+        """A namespace's labels as the caches hold them now, without a call; None when no
+        cache knows the namespace yet."""
+        if self._namespaces is not None and self._namespaces.synced.is_set():
+            cached = self._namespaces.get("", namespace)
+            return None if cached is None else dict(objects_labels(cached))
+        hit = self._cached("ns", namespace)
+        return None if hit is None else dict(hit.value)
+
     async def namespace_labels(self, namespace: str, *, timeout: float) -> dict[str, str]:
         if self._namespaces is not None and self._namespaces.synced.is_set():
             cached = self._namespaces.get("", namespace) or {}
@@ -1015,3 +1024,8 @@ class CertificateStore:
                 patch(configuration, ops)
             return len(ops)
         raise ApiFailure(f"set caBundle of {configuration}", 404, "no such webhook configuration")
+
+
+def objects_labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    labels = (obj.get("metadata") or {}).get("labels")
+    return labels if isinstance(labels, dict) else {}
