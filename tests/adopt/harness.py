@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,12 +18,14 @@ from typing import Any, TypeVar
 from tests.builders import context, policy_set
 from tests.support.cluster.cluster import FakeCluster
 from tests.support.cluster.resources import (
+    ALL,
     APPWRAPPERS,
     EVENTS,
     LOCALQUEUES,
     PODS,
     VCJOBS,
     WORKLOADS,
+    Resource,
 )
 from tests.support.sim.kueue import admitted_workload
 from webhook import adoption, engine, names
@@ -188,8 +190,9 @@ class Adopting:
 
 
 @contextlib.asynccontextmanager
-async def adopting(tmp_path: Path) -> AsyncIterator[Adopting]:
-    api = FakeCluster()
+async def adopting(tmp_path: Path, *, without: Sequence[Resource] = ()) -> AsyncIterator[Adopting]:
+    """``without``: resources the cluster does not serve (a CRD not installed)."""
+    api = FakeCluster(resources=[r for r in ALL if r not in without])
     await api.start()
     api.add_namespace(NAMESPACE)
     api.add_namespace("autowrap-system")

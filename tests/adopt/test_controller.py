@@ -505,3 +505,34 @@ async def test_pods_whose_gate_was_taken_off_are_reported_never_said_to_wait(
                 .get(names.STATUS_ANNOTATION, "")) and s, what="status")  # fmt: skip
         assert status.startswith("1 pod(s) run without Kueue's admission")
         assert cluster.events("GateRemoved")
+
+
+async def test_a_cluster_without_volcano_adopts_pods_and_says_what_is_missing(
+    tmp_path: Path,
+) -> None:
+    async with adopting(tmp_path, without=[VCJOBS]) as cluster:
+        cluster.api.store.create(PODS, prepared(_tiny_pod("notebook")))
+        controller = await cluster.start_controller()
+
+        await eventually(lambda: _adopted(cluster.api.store.get(PODS, NAMESPACE, "notebook")),
+                         what="pod adopted")  # fmt: skip
+        assert controller.absent() == ["jobs.batch.volcano.sh"]
+        stats = controller.stats()
+        assert stats.resources["jobs.batch.volcano.sh"] is False
+        assert stats.resources["appwrappers.workload.codeflare.dev"] is True
+
+
+async def test_without_the_appwrapper_crd_the_object_says_so_and_its_delete_is_not_held(
+    tmp_path: Path,
+) -> None:
+    async with adopting(tmp_path, without=[APPWRAPPERS]) as cluster:
+        cluster.store_job(vcjob())
+        controller = await cluster.start_controller()
+
+        status = await eventually(
+            lambda: (cluster.job() or {}).get("metadata", {}).get("annotations", {})
+            .get(names.STATUS_ANNOTATION), what="status")  # fmt: skip
+        assert "does not serve appwrappers.workload.codeflare.dev" in status
+        assert controller.absent() == ["appwrappers.workload.codeflare.dev"]
+        await cluster.api.delete(VCJOBS, NAMESPACE, "train")
+        await eventually(lambda: cluster.job() is None, what="deleted")

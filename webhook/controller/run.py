@@ -327,6 +327,8 @@ class Controller:
             leading=self.leading.is_set(), queue_depth=len(self.queue),
             reconciles=self.reconciles, errors=self.errors, adopted=counters.adopted,
             released=counters.released, failed=dict(counters.failed),
+            resources={f"{i.kind.plural}.{i.kind.group or 'core'}": not i.absent
+                       for i in self._informers.values()} if self.leading.is_set() else {},
         )  # fmt: skip
 
     def idle(self) -> bool:

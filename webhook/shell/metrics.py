@@ -50,6 +50,8 @@ class ControllerStats:
     adopted: int = 0
     released: int = 0
     failed: Mapping[str, int] = field(default_factory=dict)
+    # The resource of each informer, and whether the cluster serves it (its CRD installed).
+    resources: Mapping[str, bool] = field(default_factory=dict)
 
 
 class _ControllerCollector:
@@ -78,6 +80,13 @@ class _ControllerCollector:
         for step, count in sorted(stats.failed.items()):
             failures.add_metric((step,), count)
         yield failures
+        served = GaugeMetricFamily("autowrap_controller_resource_served",
+                                   "1 when the cluster serves a resource the controller follows, "
+                                   "0 when it does not (its CRD is not installed).",
+                                   labels=("resource",))  # fmt: skip
+        for resource, present in sorted(stats.resources.items()):
+            served.add_metric((resource,), int(present))
+        yield served
 
 
 class _CertificateCollector:

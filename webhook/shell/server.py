@@ -451,6 +451,11 @@ async def readyz(request: web.Request) -> web.Response:
     if problems:
         return web.Response(status=503, text="\n".join(problems) + "\n")
     text = "ok\n"
+    missing = state.controller.absent() if state.controller is not None else []
+    if missing:
+        # Still ready: the webhooks serve every kind, and a cluster may lack one on purpose.
+        text += (f"controller: the cluster does not serve {', '.join(missing)}; objects that "
+                 "need it are not adopted\n")  # fmt: skip
     if state.policy_error:
         text += f"policies: last reload failed, serving the last good set: {state.policy_error}\n"
     return web.Response(text=text)
