@@ -30,6 +30,7 @@ from tests.support.cluster.resources import (
 from tests.support.sim.kueue import admitted_workload
 from webhook import adoption, engine, names
 from webhook.controller import Controller, Settings
+from webhook.policy import PolicySet
 from webhook.shell.kube import KubeClient
 
 T = TypeVar("T")
@@ -87,6 +88,7 @@ class Adopting:
     controllers: list[Controller] = field(default_factory=list)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     clients: list[KubeClient] = field(default_factory=list)
+    policies: PolicySet = field(default_factory=policy_set)
 
     async def start_controller(self, identity: str = "replica-a") -> Controller:
         client = await KubeClient.connect(str(self.kubeconfig))
@@ -94,8 +96,7 @@ class Adopting:
             namespace="autowrap-system", identity=identity,
             lease_seconds=3, renew_seconds=2, retry_seconds=1,
         )  # fmt: skip
-        policies = policy_set()
-        controller = Controller(client, lambda: policies, settings)
+        controller = Controller(client, lambda: self.policies, settings)
         self.controllers.append(controller)
         self.clients.append(client)
         self.tasks.append(asyncio.create_task(controller.run()))

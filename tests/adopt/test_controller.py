@@ -536,3 +536,30 @@ async def test_without_the_appwrapper_crd_the_object_says_so_and_its_delete_is_n
         assert controller.absent() == ["appwrappers.workload.codeflare.dev"]
         await cluster.api.delete(VCJOBS, NAMESPACE, "train")
         await eventually(lambda: cluster.job() is None, what="deleted")
+
+
+async def test_labelled_pods_no_policy_covers_are_not_cached(tmp_path: Path) -> None:
+    from tests.builders import PolicyBuilder, policy_set
+
+    async with adopting(tmp_path) as cluster:
+        cluster.policies = policy_set(PolicyBuilder().exclude("kube-public"))
+        cluster.api.add_namespace("kube-public")
+        big = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "ballast", "namespace": "kube-public",
+                            "labels": {names.APPWRAPPER_LABEL: "x"},
+                            "annotations": {"autowrap.io/podset": "0", "pad": "x" * 100_000}},
+               "spec": {"containers": [{"name": "c", "image": "busybox"}],
+                        "schedulingGates": [{"name": "mine"}]}}  # fmt: skip
+        cluster.api.store.create(PODS, big)
+        covered = prepared(_tiny_pod("notebook"))
+        cluster.api.store.create(PODS, covered)
+        controller = await cluster.start_controller()
+        await eventually(lambda: _adopted(cluster.api.store.get(PODS, NAMESPACE, "notebook")),
+                         what="adopted")  # fmt: skip
+
+        pods = next(i for i in controller.informers if i.kind.plural == "pods" and
+                    i.labels == names.APPWRAPPER_LABEL)  # fmt: skip
+        assert pods.get("kube-public", "ballast") is None
+        cached = pods.get(NAMESPACE, "notebook")
+        assert cached is not None and set(cached["spec"]) <= {
+            "schedulingGates", "nodeSelector", "tolerations"}  # fmt: skip

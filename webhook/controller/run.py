@@ -111,7 +111,7 @@ class Controller:
         for (_, kind_name), kind in self._kinds.items():
             self._informers[kind_name] = Informer(
                 api, kind, self._watcher(kind_name), labels=names.ADOPTION_LABEL,
-                transform=adoption.object_view,
+                transform=self._object_view,
             )  # fmt: skip
         self._informers["pods"] = Informer(
             api, Kind("", "v1", "pods", "Pod"), self._watcher("pods"),
@@ -143,6 +143,17 @@ class Controller:
         if not self._covered(namespace):
             return None
         return adoption.pod_view(pod)
+
+    def _object_view(self, obj: Obj) -> Obj | None:
+        """An object labelled for adoption, as decisions read it; None (not cached) in a
+        namespace no policy covers, unless it carries the adoption finalizer, whose delete
+        autowrap must still let through (a policy may have stopped covering it)."""
+        metadata = obj.get("metadata") or {}
+        if not self._covered(str(metadata.get("namespace") or "")) and (
+            names.ADOPTION_FINALIZER not in (metadata.get("finalizers") or [])
+        ):
+            return None
+        return adoption.object_view(obj)
 
     def _covered(self, namespace: str) -> bool:
         policies = self._policies()
