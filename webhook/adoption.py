@@ -872,19 +872,52 @@ _POD_METADATA = (
 
 
 def object_view(obj: Mapping[str, Any]) -> Obj:
-    """An object prepared for adoption, without what no decision reads: its status (written
-    by its controller, often) and managedFields."""
+    """An object prepared for adoption, without what no decision reads: its status (written by
+    its controller, often), managedFields and kubectl's last-applied copy. Once adopted, its pod
+    templates are cut to the AppWrapper label that keys it: nothing reads the rest until it is
+    deleted, and that decision reads it live. A pending object is kept whole, since its
+    AppWrapper is built from it."""
     view = dict(obj)
     view.pop("status", None)
     metadata = dict(as_map(view.get("metadata")))
     metadata.pop("managedFields", None)
     view["metadata"] = metadata
+    if objects.labels_of(view).get(names.ADOPTION_LABEL) != names.ADOPTION_ADOPTED:
+        return view
+    annotations = as_map(metadata.get("annotations"))
+    if names.LAST_APPLIED_ANNOTATION in annotations:
+        metadata["annotations"] = {
+            k: v for k, v in annotations.items() if k != names.LAST_APPLIED_ANNOTATION
+        }
+    adapter = kinds.find(view.get("apiVersion"), view.get("kind"))
+    if adapter is None:
+        return view
+    for group in adapter.pod_groups(view):
+        name = objects.labels_of(as_map(group.template)).get(names.APPWRAPPER_LABEL)
+        if not group.template_path.parts:
+            view.pop("spec", None)  # the object is its own template: its labels stay
+            continue
+        skeleton = {"metadata": {"labels": {names.APPWRAPPER_LABEL: name}}} if name else {}
+        view = _with(view, group.template_path.parts, skeleton)
     return view
 
 
+def _with(obj: Obj, path: Sequence[str | int], value: Any) -> Obj:
+    """``obj`` with ``value`` at ``path``, copying only the maps and lists on the way."""
+    head, rest = path[0], path[1:]
+    if isinstance(obj, dict):
+        copied: Any = dict(obj)
+    else:
+        copied = list(obj)
+    copied[head] = value if not rest else _with(copied[head], rest, value)
+    return copied  # type: ignore[no-any-return]
+
+
 def appwrapper_view(appwrapper: Mapping[str, Any]) -> Obj:
-    """An AppWrapper with managedFields cut to who wrote (``provenance.stranger`` reads the
-    create's manager)."""
+    """An AppWrapper as the controller's decisions read it: its metadata (managedFields cut to
+    who wrote, which ``provenance.stranger`` reads), ``suspend``, the first component's podSets
+    and Kueue's podSetInfos with the component named but not copied (comparing the wrapped work
+    reads the AppWrapper live), and its phase and conditions."""
     view = dict(appwrapper)
     metadata = dict(as_map(view.get("metadata")))
     managed = as_list(metadata.get("managedFields"))
@@ -894,4 +927,18 @@ def appwrapper_view(appwrapper: Mapping[str, Any]) -> Obj:
             for e in managed
         ]
     view["metadata"] = metadata
+    spec = dict(as_map(view.get("spec")))
+    components = as_list(spec.get("components"))
+    if components:
+        first = dict(as_map(components[0]))
+        template = as_map(first.get("template"))
+        first["template"] = {
+            "apiVersion": template.get("apiVersion"),
+            "kind": template.get("kind"),
+            "metadata": {"name": as_map(template.get("metadata")).get("name")},
+        }
+        spec["components"] = [first]
+    view["spec"] = spec
+    status = as_map(view.get("status"))
+    view["status"] = {k: status[k] for k in ("phase", "conditions") if k in status}
     return view

@@ -480,3 +480,25 @@ def test_an_appwrapper_whose_object_is_gone_is_collected_only_when_it_holds_noth
     appwrapper = _appwrapper_for(obj, phase, suspend=suspend, admitted_before=admitted_before)
 
     assert adoption.collect(appwrapper) is verdict
+
+
+def test_an_adopted_objects_cached_view_keeps_only_what_keys_and_decides() -> None:
+    job = _prepared(_job())
+    job["status"] = {"state": {"phase": "Pending"}}
+    job["metadata"]["managedFields"] = [{"manager": "kubectl"}]
+    job["metadata"]["labels"][names.ADOPTION_LABEL] = names.ADOPTION_ADOPTED
+
+    view = adoption.object_view(job)
+
+    assert "status" not in view and "managedFields" not in view["metadata"]
+    assert adoption.appwrapper_name_of(view) == adoption.appwrapper_name_of(job)
+    assert all("spec" not in t["template"] for t in view["spec"]["tasks"])
+    assert view["metadata"]["finalizers"] == job["metadata"]["finalizers"]
+    # A pending object is kept whole: its AppWrapper is built from it.
+    job["metadata"]["labels"][names.ADOPTION_LABEL] = names.ADOPTION_PENDING
+    assert adoption.object_view(job)["spec"] == job["spec"]
+
+
+def test_a_pod_no_admission_prepared_is_not_cached() -> None:
+    plain = {"metadata": {"name": "p", "labels": {names.APPWRAPPER_LABEL: "x"}}, "spec": {}}
+    assert adoption.pod_view(plain) is None

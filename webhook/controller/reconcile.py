@@ -206,10 +206,13 @@ class Reconciler:
                 "AppWrapper to remove it", "AdoptionFailed", "Warning"))  # fmt: skip
             return self._Adopted(None, requeue=WAIT)
         elif not adoption.owns(appwrapper, obj):
-            if adoption.may_readopt(appwrapper, wanted) or adoption.may_take_over(
-                appwrapper, wanted
+            # Whether it wraps the very same work is judged on the AppWrapper read live (the
+            # cache keeps no copy of the wrapped object).
+            live = await self._api.get(APPWRAPPERS, namespace, aw_name, timeout=API_TIMEOUT)
+            if live is not None and (
+                adoption.may_readopt(live, wanted) or adoption.may_take_over(live, wanted)
             ):
-                appwrapper = await self._readopt(appwrapper, obj)
+                appwrapper = await self._readopt(live, obj)
             else:
                 await self._wait_for_earlier(obj, appwrapper)
                 return self._Adopted(appwrapper, requeue=WAIT)

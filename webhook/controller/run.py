@@ -321,6 +321,8 @@ class Controller:
                 self.reconciles += 1
                 self._observe(self._clock() - started)
                 self.queue.done(key)
+            # A reconcile that makes no API call never yields: hand the loop to the webhooks.
+            await asyncio.sleep(0)
 
     @staticmethod
     def _key(key: Hashable) -> Key:
