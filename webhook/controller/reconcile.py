@@ -44,6 +44,8 @@ KUEUE_HOLD_IGNORED = (
     "the AdmissionGatedBy feature gate on 0.17 and 0.18); until then set mode: Redirect in the "
     "policies"
 )
+# Kueue admissions remembered per AppWrapper uid (the oldest forgotten first).
+ADMISSIONS_KEPT = 10_000
 # How often an object waiting for a missing resource (the AppWrapper CRD) is looked at again.
 MISSING_RETRY = 30.0
 # How long an AppWrapper queued for an object that is gone is kept: a GitOps tool that deleted
@@ -101,6 +103,7 @@ class Reconciler:
         self.counters = counters or Counters()
         self._now = now
         self._served = served
+        self._admissions: dict[str, tuple[str, adoption.Admission]] = {}
 
     async def reconcile(self, key: Key) -> Result:
         namespace, aw_name = key
@@ -368,9 +371,16 @@ class Reconciler:
 
     async def _admission(self, appwrapper: Obj) -> adoption.Admission | None:
         """Kueue's admission of the AppWrapper from its Workload, read live (Kueue labels each
-        Workload with the uid of the job it stands for: constants.JobUIDLabel)."""
+        Workload with the uid of the job it stands for: constants.JobUIDLabel). An admission
+        read is reused while the AppWrapper stays at the same resourceVersion: Kueue suspends
+        it (a write) when it takes the admission back, so later pods of one admission (a
+        restart, Volcano creating pods one by one) cost no further read."""
         namespace, _ = _namespace_name(appwrapper)
-        uid = str((appwrapper.get("metadata") or {}).get("uid") or "")
+        metadata = appwrapper.get("metadata") or {}
+        uid, version_of_aw = str(metadata.get("uid") or ""), str(metadata.get("resourceVersion"))
+        known = self._admissions.get(uid)
+        if known is not None and known[0] == version_of_aw:
+            return known[1]
         version = await self._api.kueue_version(timeout=API_TIMEOUT)
         if not uid or version is None:
             return None
@@ -378,7 +388,12 @@ class Reconciler:
         listed = await self._api.list(
             kind, namespace, timeout=API_TIMEOUT, labels=f"{names.KUEUE_JOB_UID_LABEL}={uid}"
         )
-        return adoption.admission(appwrapper, listed.get("items") or [])
+        admitted = adoption.admission(appwrapper, listed.get("items") or [])
+        if admitted is not None:
+            if len(self._admissions) >= ADMISSIONS_KEPT:
+                self._admissions.pop(next(iter(self._admissions)))
+            self._admissions[uid] = (version_of_aw, admitted)
+        return admitted
 
     async def _report_release_problem(
         self, owners: Sequence[Obj], pod: Mapping[str, Any], problem: str
