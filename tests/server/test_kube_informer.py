@@ -403,3 +403,26 @@ async def test_a_request_that_gets_no_answer_fails_within_its_timeout() -> None:
     finally:
         await client.close()
         await runner.cleanup()
+
+
+async def test_a_failed_watch_is_resumed_from_the_last_version_without_a_relist(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(informer_module, "WATCH_SECONDS", 1)
+    cluster = FakeCluster()
+    cluster.store.create(PODS, _pod("a"))
+    async with _client(tmp_path, cluster) as client:
+        informer = Informer(client, POD_KIND, lambda old, new: None)
+        async with _running(informer):
+            await asyncio.wait_for(informer.synced.wait(), 10)
+            cluster.store.create(PODS, _pod("b"))
+            await _eventually(lambda: informer.get("default", "b"), "b")
+            # The server ends the watch after a second; the next one fails twice.
+            fault = cluster.inject("GET", r"/pods$", 500, times=2)
+            await _eventually(lambda: fault.hits == 2, "the failed watches")
+            cluster.store.create(PODS, _pod("c"))
+            await _eventually(lambda: informer.get("default", "c"), "c, after the failures")
+            assert informer.lists == 1
+            watches = [q for q in cluster.requests_to("GET", "/pods") if q.query.get("watch")]
+            b_version = cluster.store.get(PODS, "default", "b")["metadata"]["resourceVersion"]  # type: ignore[index]
+            assert int(watches[-1].query["resourceVersion"]) >= int(b_version)

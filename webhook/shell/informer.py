@@ -91,6 +91,7 @@ class Informer:
         self.transform = transform
         self._page_size = page_size
         self._objects: dict[Key, Obj] = {}
+        self._version = ""
 
     @property
     def state(self) -> str:
@@ -115,20 +116,25 @@ class Informer:
         self.absent = False
         self.error = ""
         self._objects = {}
+        self._version = ""
 
     async def run(self) -> None:
         """List and watch until cancelled; failures are retried with backoff, never raised.
-        Every run starts from an empty cache (``reset``) and a fresh LIST."""
+        Every run starts from an empty cache (``reset``) and a fresh LIST. A watch that ends
+        or fails is opened again from the last resourceVersion seen; only a 410 Gone (or a
+        LIST that failed) lists again, as the reflector does."""
         self.reset()
         backoff = 0.2
+        listed = False
         while True:
             try:
-                version = await self._relist()
+                if not listed:
+                    self._version = await self._relist()
+                    listed, backoff = True, 0.2
+                await self._follow()
                 backoff = 0.2
-                while True:
-                    version = await self._follow(version)
             except Gone:
-                continue  # the version is too old: list again at once
+                listed = False  # the version is too old: list again at once
             except Exception as exc:  # an API failure, or a stream that is not a watch stream
                 self.error = str(exc)
                 missing = isinstance(exc, ApiFailure) and exc.status == 404
@@ -137,7 +143,7 @@ class Informer:
                 log.warning(
                     "resource not served, looking again later"
                     if missing
-                    else "watch failed, retrying",
+                    else ("watch failed, retrying" if listed else "list failed, retrying"),
                     extra={"fields": {"resource": self.kind.plural, "error": str(exc)}},
                 )
                 await asyncio.sleep(backoff)
@@ -195,16 +201,19 @@ class Informer:
         self.synced.set()
         return version
 
-    async def _follow(self, version: str) -> str:
+    async def _follow(self) -> None:
+        """One watch from ``_version``, applied as it arrives; ``_version`` follows every
+        event, so a watch cut off midway is resumed where it stopped."""
         async with contextlib.aclosing(
-            self._api.watch(self.kind, resource_version=version, labels=self.labels,
+            self._api.watch(self.kind, resource_version=self._version, labels=self.labels,
                             timeout_seconds=WATCH_SECONDS)
         ) as events:  # fmt: skip
-            return await self._apply(events, version)
+            await self._apply(events)
+        self.error = ""
 
-    async def _apply(self, events: AsyncIterator[tuple[str, Obj]], version: str) -> str:
+    async def _apply(self, events: AsyncIterator[tuple[str, Obj]]) -> None:
         async for event, obj in events:
-            version = _version(obj) or version
+            self._version = _version(obj) or self._version
             if event == "BOOKMARK":
                 continue
             key = key_of(obj)
@@ -218,8 +227,6 @@ class Informer:
                 self._objects[key] = new
                 if old is None or self.transform is None or not _same_but_version(old, new):
                     self._handler(old, new)
-        self.error = ""
-        return version
 
 
 def _same_but_version(old: Obj, new: Obj) -> bool:
