@@ -250,6 +250,10 @@ class Controller:
         """Informers and workers, until cancelled (the Lease was lost, or shutdown)."""
         log.info("controller leading", extra={"fields": {"identity": self.settings.identity}})
         self.leading.set()
+        # Each informer starts this term from an empty cache, so the key index does too: an
+        # object deleted between two terms is never heard of as a deletion.
+        for index in self._by_key.values():
+            index.clear()
         tasks = [asyncio.create_task(i.run()) for i in self._informers.values()]
         try:
             await self._listed()
