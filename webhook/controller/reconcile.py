@@ -44,8 +44,10 @@ KUEUE_HOLD_IGNORED = (
     "the AdmissionGatedBy feature gate on 0.17 and 0.18); until then set mode: Redirect in the "
     "policies"
 )
-# Kueue admissions remembered per AppWrapper uid (the oldest forgotten first).
+# Kueue admissions remembered per AppWrapper uid, and statuses written per object uid (the
+# oldest forgotten first).
 ADMISSIONS_KEPT = 10_000
+STATUSES_KEPT = 10_000
 # How often an object waiting for a missing resource (the AppWrapper CRD) is looked at again.
 MISSING_RETRY = 30.0
 # How long an AppWrapper queued for an object that is gone is kept: a GitOps tool that deleted
@@ -54,6 +56,8 @@ ORPHAN_GRACE = 60.0
 # How long to wait before looking again at something that waits on another party (an earlier
 # AppWrapper to go, Kueue to write podSetInfos); the watch usually wakes the key sooner.
 WAIT = 5.0
+# How soon to look again after a write lost a race to another writer.
+RACED = 0.2
 
 
 @dataclass
@@ -104,6 +108,8 @@ class Reconciler:
         self._now = now
         self._served = served
         self._admissions: dict[str, tuple[str, adoption.Admission]] = {}
+        # The status last written per object uid.
+        self._statuses: dict[str, str] = {}
 
     async def reconcile(self, key: Key) -> Result:
         namespace, aw_name = key
@@ -124,8 +130,8 @@ class Reconciler:
             else:
                 appwrapper = await self._keep_adopted(obj, appwrapper, key)
         admitted = appwrapper is not None and adoption.is_admitted(appwrapper)
-        if admitted and await self._release(appwrapper or {}, live_objects, key):
-            result.requeue = WAIT
+        if admitted and (again := await self._release(appwrapper or {}, live_objects, key)):
+            result.requeue = again
         if appwrapper is not None and not live_objects:
             later = await self._collect(appwrapper, key)
             if later is not None and (result.requeue is None or later < result.requeue):
@@ -275,28 +281,29 @@ class Reconciler:
         await self._set_status(obj, adoption.Status(text, "WaitingForEarlierAppWrapper", "Warning"))
 
     async def _set_owner(self, obj: Obj, appwrapper: Obj) -> None:
-        """The object's controller reference and the adopted label, in one write that fails
-        if the object changed since it was read."""
+        """The object's controller reference and the adopted label, in one JSON patch that
+        fails (a Conflict) if the object is another one or its owners changed since they were
+        read; its controller's status writes, which move its resourceVersion all the time, do
+        not make it fail."""
         kind = self._kind_of(obj)
         assert kind is not None
         metadata = obj.get("metadata") or {}
         reference = adoption.owner_reference(appwrapper)
+        current = metadata.get("ownerReferences")
         others = [
-            r
-            for r in metadata.get("ownerReferences") or []
-            if not r.get("controller") and r.get("uid") != reference["uid"]
+            r for r in current or [] if not r.get("controller") and r.get("uid") != reference["uid"]
         ]
-        labels = dict(metadata.get("labels") or {})
-        labels[names.ADOPTION_LABEL] = names.ADOPTION_ADOPTED
-        patch = {
-            "metadata": {
-                "resourceVersion": metadata.get("resourceVersion"),
-                "ownerReferences": [*others, reference],
-                "labels": labels,
-            }
-        }
+        ops: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": _uid(obj)}]
+        if current:
+            ops.append({"op": "test", "path": "/metadata/ownerReferences", "value": current})
+        ops += [
+            {"op": "add", "path": "/metadata/ownerReferences", "value": [*others, reference]},
+            {"op": "add", "path": _label_path(names.ADOPTION_LABEL),
+             "value": names.ADOPTION_ADOPTED},
+        ]  # fmt: skip
         namespace, name = _namespace_name(obj)
-        await self._api.patch(kind, namespace, name, patch, timeout=API_TIMEOUT)
+        await self._api.patch(kind, namespace, name, ops, timeout=API_TIMEOUT,
+                              content_type=JSON_PATCH)  # fmt: skip
 
     async def _lift_hold(self, appwrapper: Obj) -> Obj:
         """Kueue may admit the AppWrapper once the object names it as its controller; the hold
@@ -327,9 +334,10 @@ class Reconciler:
 
     # --- 2. release ----------------------------------------------------------------------------
 
-    async def _release(self, appwrapper: Obj, owners: Sequence[Obj], key: Key) -> bool:
-        """Release the gated pods of an admitted AppWrapper; True when some must wait (Kueue
-        has not written their podSet's placement yet, or an update lost a race).
+    async def _release(self, appwrapper: Obj, owners: Sequence[Obj], key: Key) -> float | None:
+        """Release the gated pods of an admitted AppWrapper; when to look again if some must
+        wait (Kueue has not written their podSet's placement yet, or a write lost a race to
+        another writer, often the scheduler's status update on the gated pod).
 
         Only pods of the object this AppWrapper stands for are released, never more per podSet
         than Kueue admitted, and only once Kueue's Workload (not the AppWrapper's own spec,
@@ -337,28 +345,27 @@ class Reconciler:
         taken back."""
         owned = [o for o in owners if adoption.owns(appwrapper, o)]
         if not owned:
-            return False
+            return None
         pods = self._pods_of(key)
         if not any(adoption.is_gated(p) and adoption.belongs(p, appwrapper) for p in pods):
-            return False
+            return None
         admitted = await self._admission(appwrapper)
         if admitted is None:
-            return True  # Kueue has not admitted (yet): its Workload update wakes the key
+            return WAIT  # Kueue has not admitted (its Workload says so), whatever the spec says
         plan = adoption.release_plan(appwrapper, pods, admitted)
-        waiting = plan.waiting
+        again = WAIT if plan.waiting else None
         for pod, released in plan.released:
             namespace, name = _namespace_name(pod)
             try:
                 await self._api.patch(_PODS, namespace, name, list(released.patch),
                                       timeout=API_TIMEOUT, content_type=JSON_PATCH)  # fmt: skip
             except Conflict:
-                waiting = True  # the pod changed since the cache saw it: the watch brings it back
+                # The pod changed since the cache saw it (a status write, which wakes no
+                # reconcile): look again as soon as the watch has brought the new version.
+                again = RACED
                 continue
             except ApiFailure as exc:
                 if exc.status == 404:
-                    continue
-                if exc.status == 422 and "test" in exc.message.lower():
-                    waiting = True  # a JSON patch test failed: the pod changed, look again
                     continue
                 raise
             self.counters.released += 1
@@ -367,7 +374,7 @@ class Reconciler:
         for why in plan.held:
             for owner in owned:
                 await self._recorder.emit(owner, "ReleaseHeld", why, warning=True)
-        return waiting
+        return again
 
     async def _admission(self, appwrapper: Obj) -> adoption.Admission | None:
         """Kueue's admission of the AppWrapper from its Workload, read live (Kueue labels each
@@ -467,13 +474,20 @@ class Reconciler:
     async def _drop_finalizer(self, obj: Obj) -> None:
         kind = self._kind_of(obj)
         assert kind is not None
-        metadata = obj.get("metadata") or {}
-        finalizers = [f for f in _finalizers(obj) if f != names.ADOPTION_FINALIZER]
-        patch = {"metadata": {"resourceVersion": metadata.get("resourceVersion"),
-                              "finalizers": finalizers or None}}  # fmt: skip
+        current = _finalizers(obj)
+        kept = [f for f in current if f != names.ADOPTION_FINALIZER]
+        # Guarded by the finalizers as read, not the resourceVersion its controller keeps moving.
+        ops: list[dict[str, Any]] = [
+            {"op": "test", "path": "/metadata/uid", "value": _uid(obj)},
+            {"op": "test", "path": "/metadata/finalizers", "value": current},
+            {"op": "replace", "path": "/metadata/finalizers", "value": kept}
+            if kept
+            else {"op": "remove", "path": "/metadata/finalizers"},
+        ]
         namespace, name = _namespace_name(obj)
         try:
-            await self._api.patch(kind, namespace, name, patch, timeout=API_TIMEOUT)
+            await self._api.patch(kind, namespace, name, ops, timeout=API_TIMEOUT,
+                                  content_type=JSON_PATCH)  # fmt: skip
         except ApiFailure as exc:
             if exc.status != 404:
                 raise
@@ -497,6 +511,10 @@ class Reconciler:
         status = adoption.Status(adoption.bounded(status.text), status.reason, status.type)
         if objects.annotations_of(obj).get(names.STATUS_ANNOTATION) == status.text:
             return
+        # Written already, and the cache has not caught up with the write yet: nothing to do.
+        uid = _uid(obj)
+        if self._statuses.get(uid) == status.text:
+            return
         kind = self._kind_of(obj)
         assert kind is not None
         namespace, name = _namespace_name(obj)
@@ -507,6 +525,9 @@ class Reconciler:
             if exc.status != 404:
                 raise
             return
+        if len(self._statuses) >= STATUSES_KEPT:
+            self._statuses.pop(next(iter(self._statuses)))
+        self._statuses[uid] = status.text
         await self._recorder.emit(obj, status.reason, status.text, warning=status.type == "Warning")
 
 
@@ -524,6 +545,10 @@ def _namespace_name(obj: Mapping[str, Any]) -> tuple[str, str]:
 
 def _annotation_path(key: str) -> str:
     return "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1")
+
+
+def _label_path(key: str) -> str:
+    return "/metadata/labels/" + key.replace("~", "~0").replace("/", "~1")
 
 
 def _uid(obj: Mapping[str, Any]) -> str:

@@ -195,6 +195,9 @@ class Identity:
     extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
+_TEST_FAILED = "test failed"
+
+
 def _failure(call: str, status: int, body: bytes) -> ApiFailure:
     message, reason = _status_message(body), ""
     try:
@@ -205,6 +208,11 @@ def _failure(call: str, status: int, body: bytes) -> ApiFailure:
     if status == 409 and reason == "AlreadyExists":
         return AlreadyExists(call, status, message, reason)
     if status == 409:
+        return Conflict(call, status, message, reason)
+    if status == 422 and _TEST_FAILED in message:
+        # A JSON patch's ``test`` found another value (k8s.io/apiserver patch.go answers the
+        # json-patch library's "testing value ... failed" with 422): the object changed since
+        # it was read, as a stale resourceVersion says with 409.
         return Conflict(call, status, message, reason)
     if status == 410:
         return Gone(call, status, message, reason)

@@ -63,6 +63,12 @@ def json_patch(original: JsonDict, operations: Any) -> JsonDict:
         )
     try:
         patched = jsonpatch.JsonPatch(operations).apply(copy.deepcopy(original))
+    except jsonpatch.JsonPatchTestFailed as exc:
+        # The wording of the json-patch library kube-apiserver applies patches with
+        # (evanphx/json-patch ErrTestFailed), answered 422 by k8s.io/apiserver patch.go.
+        path = next((o.get("path") for o in operations if isinstance(o, dict)
+                     and o.get("op") == "test" and str(o.get("path")) in str(exc)), "")  # fmt: skip
+        raise PatchError(f"testing value {path} failed: test failed") from exc
     except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
         raise PatchError(str(exc)) from exc
     except (KeyError, TypeError, IndexError, ValueError, AttributeError) as exc:
