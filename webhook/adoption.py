@@ -847,9 +847,22 @@ def pod_view(pod: Mapping[str, Any]) -> Obj | None:
         return None
     spec = as_map(pod.get("spec"))
     kept_meta = {k: metadata[k] for k in _POD_METADATA if k in metadata}
-    kept_spec = {
-        k: spec[k] for k in ("schedulingGates", "nodeSelector", "tolerations") if k in spec
-    }
+    if is_gated(pod):
+        kept_spec = {
+            k: spec[k] for k in ("schedulingGates", "nodeSelector", "tolerations") if k in spec
+        }
+    else:
+        # Released (or never gated): only whose it is, its podSet and its phase are read.
+        kept_spec = {}
+        kept_meta["labels"] = {
+            k: v for k, v in as_map(metadata.get("labels")).items() if k == names.APPWRAPPER_LABEL
+        }
+        kept_meta["annotations"] = {PODSET_ANNOTATION: annotations[PODSET_ANNOTATION]}
+        kept_meta["ownerReferences"] = [
+            {"uid": as_map(r).get("uid"), "controller": True}
+            for r in as_list(metadata.get("ownerReferences"))
+            if as_map(r).get("controller") is True
+        ]
     view: Obj = {"apiVersion": pod.get("apiVersion", "v1"), "kind": pod.get("kind", "Pod"),
                  "metadata": kept_meta, "spec": kept_spec}  # fmt: skip
     phase = as_map(pod.get("status")).get("phase")
@@ -940,5 +953,16 @@ def appwrapper_view(appwrapper: Mapping[str, Any]) -> Obj:
         spec["components"] = [first]
     view["spec"] = spec
     status = as_map(view.get("status"))
-    view["status"] = {k: status[k] for k in ("phase", "conditions") if k in status}
+    kept: Obj = {"phase": status["phase"]} if "phase" in status else {}
+    if "conditions" in status:
+        # Type, status and reason decide; a message is said only for a failure.
+        kept["conditions"] = [
+            {k: as_map(c)[k] for k in _CONDITION_KEYS if k in as_map(c)
+             and (k != "message" or as_map(c).get("type") in ("Unhealthy", "Failed"))}
+            for c in as_list(status.get("conditions"))
+        ]  # fmt: skip
+    view["status"] = kept
     return view
+
+
+_CONDITION_KEYS = ("type", "status", "reason", "message")
