@@ -18,8 +18,8 @@ from tests.deploy.test_manifests import render
 from tests.server.harness import REPO, cel_predicates, webhook_configurations
 from tests.support.apiserver import ApiserverEmulator, UserInfo
 from tests.support.cluster.cluster import FakeCluster
+from tests.support.cluster.common import write_kubeconfig
 from tests.support.cluster.resources import ALL, APPWRAPPERS, EVENTS, LOCALQUEUES, PODS, VCJOBS
-from tests.support.fakekube import write_kubeconfig
 from tests.support.pki import ServingPki
 from tests.support.policies import in_mode
 from tests.support.sim import Simulators, simulated

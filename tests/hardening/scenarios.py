@@ -31,7 +31,7 @@ from bench.load import free_port
 from tests.server.harness import ALICE, NAMESPACE, QUEUE, REPO, Cluster
 from tests.server.test_e2e import pod, vcjob
 from tests.support.apiserver import UserInfo
-from tests.support.fakekube import FakeKube
+from tests.support.cluster.cluster import FakeCluster
 from tests.support.pki import ServingPki, service_hostname, write_pki
 from tests.support.policies import in_mode
 from webhook import names
@@ -676,7 +676,7 @@ class Served:
 
 async def start_serve(
     pki: ServingPki,
-    kube: FakeKube,
+    kube: FakeCluster,
     tmp_path: Path,
     *,
     policies: Path = REPO / "policies",

@@ -1,7 +1,8 @@
 """A cluster on loopback for end-to-end tests: the real autowrap server, the apiserver
 emulator configured from the *rendered* ``deploy/`` webhook configurations, and the fake
-Kubernetes API, which sends AppWrapper creates back through the emulator as kube-apiserver
-would (so autowrap's own AppWrapper webhooks run on what its wrap creates)."""
+cluster, which sends every write of autowrap's (its AppWrapper creates, its components' dry
+runs) through the emulator as kube-apiserver would (so autowrap's own webhooks run on what its
+wrap creates)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.support.apiserver import AdmissionResult, ApiserverEmulator, UserInfo
-from tests.support.fakekube import FakeKube
+from tests.support.cluster.cluster import FakeCluster
 from tests.support.pki import ServingPki
 from tests.support.policies import in_mode
 from webhook import names
@@ -79,7 +80,7 @@ def cel_predicates(configurations: tuple[Obj, ...]) -> dict[str, Callable[[Obj],
 @dataclass
 class Cluster:
     emulator: ApiserverEmulator
-    kube: FakeKube
+    kube: FakeCluster
     running: server.Running
     cert_dir: Path
     policy_dir: Path
@@ -95,7 +96,7 @@ class Cluster:
         return await self.emulator.create(obj, user=user, dry_run=dry_run)
 
     def appwrappers(self) -> dict[tuple[str, str], Obj]:
-        return dict(self.kube.appwrappers)
+        return self.kube.appwrappers()
 
     async def create_appwrapper_as(self, username: str, obj: Obj) -> Obj:
         """Another user's ``kubectl create`` of an AppWrapper, through the fake API's HTTP."""
@@ -119,7 +120,7 @@ class Cluster:
 
 async def start_cluster(
     pki: ServingPki,
-    kube: FakeKube,
+    kube: FakeCluster,
     kubeconfig: Path,
     tmp_path: Path,
     *,
@@ -130,8 +131,7 @@ async def start_cluster(
     cert_dir.mkdir()
     for source in (pki.cert_path, pki.key_path, pki.ca_path):
         shutil.copy(source, cert_dir / source.name)
-    # This harness serves redirect mode (SPEC section 6) on the older endpoint-by-endpoint fake
-    # API; adopt mode runs on tests/support/cluster.
+    # This harness serves redirect mode (SPEC section 6); adopt mode has tests/adopt/harness.py.
     policy_dir = in_mode(policies, tmp_path / "policies", "Redirect")
     options = server.Options(
         host="127.0.0.1", port=0, metrics_port=0, cert_dir=cert_dir, policy_path=policy_dir,
@@ -154,14 +154,14 @@ async def start_cluster(
         kube.add_local_queue(ns, QUEUE)
         kube.allow(ALICE.username, verb="create", group=names.APPWRAPPER_GROUP,
                    resource=names.APPWRAPPER_PLURAL, namespace=ns)  # fmt: skip
-    kube.admit_appwrappers_with(emulator)
+    kube.admit_with(emulator)
     cluster = Cluster(emulator, kube, running, cert_dir, policy_dir, pki)
     return cluster, running.drain
 
 
 @pytest.fixture
 async def cluster(
-    webhook_pki: ServingPki, fake_kube: FakeKube, fake_kubeconfig: Path, tmp_path: Path
+    webhook_pki: ServingPki, fake_kube: FakeCluster, fake_kubeconfig: Path, tmp_path: Path
 ) -> AsyncIterator[Cluster]:
     started, stop = await start_cluster(webhook_pki, fake_kube, fake_kubeconfig, tmp_path)
     try:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from tests.support.fakekube import FakeKube
+from tests.support.cluster.cluster import FakeCluster, for_autowrap
 from tests.support.pki import ServingPki, service_dns_names, write_pki
 
 LOOPBACK = "127.0.0.1"
@@ -67,9 +67,10 @@ async def tls_server(webhook_pki: ServingPki) -> AsyncIterator[TlsServerFactory]
 
 
 @pytest.fixture
-async def fake_kube() -> AsyncIterator[FakeKube]:
-    """A running fake Kubernetes API on loopback, stopped after the test."""
-    fake = FakeKube()
+async def fake_kube() -> AsyncIterator[FakeCluster]:
+    """A running fake cluster on loopback as autowrap meets it (``for_autowrap``), stopped after
+    the test."""
+    fake = for_autowrap()
     await fake.start()
     try:
         yield fake
@@ -78,6 +79,6 @@ async def fake_kube() -> AsyncIterator[FakeKube]:
 
 
 @pytest.fixture
-def fake_kubeconfig(fake_kube: FakeKube, tmp_path: Path) -> Path:
+def fake_kubeconfig(fake_kube: FakeCluster, tmp_path: Path) -> Path:
     """A kubeconfig pointing at ``fake_kube`` with its bearer token."""
     return fake_kube.write_kubeconfig(tmp_path / "kubeconfig")

@@ -35,8 +35,8 @@ from tests.support.apiserver import (
 )
 from tests.support.cluster import fields as managed
 from tests.support.cluster import patches
+from tests.support.cluster.common import parse_label_selector
 from tests.support.cluster.resources import ALL, NAMESPACES, PODS, Resource, find
-from tests.support.fakekube import parse_label_selector
 
 JsonDict = dict[str, Any]
 WriteCallback = Callable[[str, Resource, JsonDict, JsonDict | None], None]

@@ -19,9 +19,9 @@ from typing import Any, ClassVar, TypeVar
 
 from tests.support.apiserver import UserInfo
 from tests.support.cluster.cluster import FakeCluster
+from tests.support.cluster.common import service_account_user
 from tests.support.cluster.resources import EVENTS, Resource
 from tests.support.cluster.store import ApiError
-from tests.support.fakekube import service_account_user
 from tests.support.sim.objects import JsonDict, Key, key_of, meta, now
 
 KeyMapper = Callable[[JsonDict], Iterable[Key]]
