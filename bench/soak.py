@@ -17,10 +17,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from testbed.cluster.cluster import FakeCluster, for_autowrap
+from testbed.cluster.resources import APPWRAPPERS, Resource
+from testbed.pki import service_dns_names, write_pki
 from tests.hardening.scenarios import soak, start_serve
-from tests.support.cluster.cluster import FakeCluster, for_autowrap
-from tests.support.cluster.resources import APPWRAPPERS, Resource
-from tests.support.pki import service_dns_names, write_pki
 
 
 async def run(seconds: float, clients: int) -> dict[str, Any]:

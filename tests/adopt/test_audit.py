@@ -11,11 +11,11 @@ from typing import Any
 import orjson
 import pytest
 
+from testbed.cluster.cluster import FakeCluster
+from testbed.cluster.resources import EVENTS, VCJOBS
+from testbed.pki import ServingPki
 from tests.adopt.cluster import ALICE, NAMESPACE, running_cluster, vcjob
 from tests.server.harness import REPO, start_cluster
-from tests.support.cluster.cluster import FakeCluster
-from tests.support.cluster.resources import EVENTS, VCJOBS
-from tests.support.pki import ServingPki
 from webhook import audit, engine, names
 from webhook.fields import rule_family
 from webhook.policy import PolicySet

@@ -28,12 +28,12 @@ from typing import Any
 import aiohttp
 
 from bench.load import free_port
+from testbed.apiserver import UserInfo
+from testbed.cluster.cluster import FakeCluster
+from testbed.pki import ServingPki, service_hostname, write_pki
+from testbed.policies import in_mode
 from tests.server.harness import ALICE, NAMESPACE, QUEUE, REPO, Cluster
 from tests.server.test_e2e import pod, vcjob
-from tests.support.apiserver import UserInfo
-from tests.support.cluster.cluster import FakeCluster
-from tests.support.pki import ServingPki, service_hostname, write_pki
-from tests.support.policies import in_mode
 from webhook import names
 
 Obj = dict[str, Any]

@@ -12,6 +12,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from testbed.cluster.cluster import FakeCluster
+from testbed.pki import ServingPki
 from tests.hardening.scenarios import (
     Served,
     admission_request,
@@ -21,8 +23,6 @@ from tests.hardening.scenarios import (
     review,
     start_serve,
 )
-from tests.support.cluster.cluster import FakeCluster
-from tests.support.pki import ServingPki
 from webhook import names
 from webhook.shell import server
 

@@ -14,6 +14,7 @@ import aiohttp
 import orjson
 import pytest
 
+from testbed.apiserver import UserInfo
 from tests.hardening.scenarios import (
     SNI,
     Hostile,
@@ -27,7 +28,6 @@ from tests.hardening.scenarios import (
     send_all,
 )
 from tests.server.harness import NAMESPACE, Cluster
-from tests.support.apiserver import UserInfo
 from webhook import names
 from webhook.shell import server
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from testbed.cluster.cluster import FakeCluster
+from testbed.pki import ServingPki
 from tests.hardening.scenarios import soak, start_serve
-from tests.support.cluster.cluster import FakeCluster
-from tests.support.pki import ServingPki
 
 SECONDS = 20.0
 RSS_GROWTH_BOUND_KIB = 64 * 1024

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from tests.support.apiserver import AdmissionResult, ApiserverEmulator, UserInfo
-from tests.support.cluster.cluster import FakeCluster
-from tests.support.pki import ServingPki
-from tests.support.policies import in_mode
+from testbed.apiserver import AdmissionResult, ApiserverEmulator, UserInfo
+from testbed.cluster.cluster import FakeCluster
+from testbed.pki import ServingPki
+from testbed.policies import in_mode
 from webhook import names
 from webhook.shell import server
 

@@ -20,12 +20,12 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from testbed.apiserver import UserInfo
+from testbed.cluster.cluster import FakeCluster
+from testbed.pki import ServingPki
+from testbed.policies import in_mode
 from tests.server.harness import Cluster
 from tests.server.test_e2e import vcjob
-from tests.support.apiserver import UserInfo
-from tests.support.cluster.cluster import FakeCluster
-from tests.support.pki import ServingPki
-from tests.support.policies import in_mode
 from webhook import names
 from webhook.policy import PolicySet
 from webhook.shell import certs, kube, policyfiles, server

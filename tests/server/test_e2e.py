@@ -7,9 +7,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from tests.schemas import assert_valid_appwrapper
+from testbed.cluster.resources import APPWRAPPERS
+from testbed.schemas import assert_valid_appwrapper
 from tests.server.harness import ALICE, MALLORY, NAMESPACE, QUEUE, Cluster
-from tests.support.cluster.resources import APPWRAPPERS
 from webhook import names
 
 Obj = dict[str, Any]

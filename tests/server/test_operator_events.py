@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
+from testbed.cluster.cluster import FakeCluster
+from testbed.cluster.resources import EVENTS
+from testbed.pki import ServingPki
 from tests.adopt.cluster import running_cluster
 from tests.server.harness import webhook_configurations
 from tests.server.test_self_managed import _args, install_empty_secret
-from tests.support.cluster.cluster import FakeCluster
-from tests.support.cluster.resources import EVENTS
-from tests.support.pki import ServingPki
 from webhook import names
 from webhook.shell import certs, opevents, selfmanaged, server
 

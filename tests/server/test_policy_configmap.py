@@ -13,9 +13,9 @@ from typing import Any
 import aiohttp
 import pytest
 
+from testbed.cluster.cluster import FakeCluster
+from testbed.pki import ServingPki
 from tests.server.harness import REPO, Cluster, start_cluster
-from tests.support.cluster.cluster import FakeCluster
-from tests.support.pki import ServingPki
 from webhook import names, policy
 from webhook.shell import policyfiles, server
 

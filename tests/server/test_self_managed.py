@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
+from testbed.cluster.cluster import FakeCluster
+from testbed.cluster.resources import SECRETS
 from tests.server.harness import webhook_configurations
-from tests.support.cluster.cluster import FakeCluster
-from tests.support.cluster.resources import SECRETS
 from webhook import names
 from webhook.shell import certs, selfmanaged
 from webhook.shell.kube import CertificateStore, sync_api_client

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
+from testbed.cluster.cluster import FakeCluster
+from testbed.cluster.resources import SECRETS
 from tests.server.harness import webhook_configurations
 from tests.server.test_self_managed import install_empty_secret
-from tests.support.cluster.cluster import FakeCluster
-from tests.support.cluster.resources import SECRETS
 from webhook import cli, names
 from webhook.controller import own_namespace
 from webhook.shell import certs, selfmanaged

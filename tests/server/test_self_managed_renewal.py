@@ -15,10 +15,10 @@ import pytest
 from cryptography import x509
 from prometheus_client.parser import text_string_to_metric_families
 
+from testbed.cluster.cluster import FakeCluster
+from testbed.cluster.resources import SECRETS
 from tests.server.harness import webhook_configurations
 from tests.server.test_self_managed import install_empty_secret
-from tests.support.cluster.cluster import FakeCluster
-from tests.support.cluster.resources import SECRETS
 from webhook import names
 from webhook.shell import certs, selfmanaged
 from webhook.shell.kube import CertificateStore, sync_api_client

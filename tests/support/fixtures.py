@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from tests.support.cluster.cluster import FakeCluster, for_autowrap
-from tests.support.pki import ServingPki, service_dns_names, write_pki
+from testbed.cluster.cluster import FakeCluster, for_autowrap
+from testbed.pki import ServingPki, service_dns_names, write_pki
 
 LOOPBACK = "127.0.0.1"
 

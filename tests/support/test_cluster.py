@@ -16,11 +16,11 @@ from kubernetes.aio.client.exceptions import ApiException
 from kubernetes.aio.config.kube_config import new_client_from_config
 from kubernetes.aio.watch import Watch
 
-from tests.support.apiserver import UserInfo
-from tests.support.cluster import resources as r
-from tests.support.cluster.cluster import FakeCluster, for_autowrap
-from tests.support.cluster.common import parse_label_selector, sanitize_label, service_account_user
-from tests.support.cluster.store import ApiError, Store
+from testbed.apiserver import UserInfo
+from testbed.cluster import resources as r
+from testbed.cluster.cluster import FakeCluster, for_autowrap
+from testbed.cluster.common import parse_label_selector, sanitize_label, service_account_user
+from testbed.cluster.store import ApiError, Store
 from webhook.names import SERVICE_NAMESPACE
 
 Obj = dict[str, Any]

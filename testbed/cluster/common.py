@@ -1,6 +1,6 @@
 """What the fake cluster's callers share: kubeconfigs, identities, access rules, the request log.
 
-Kept apart from :mod:`tests.support.cluster.cluster` so that simulators and harnesses can use
+Kept apart from :mod:`testbed.cluster.cluster` so that simulators and harnesses can use
 them without the HTTP front door.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from tests.support.apiserver import JsonDict, UserInfo
+from testbed.apiserver import JsonDict, UserInfo
 from webhook.names import SERVICE_NAME, SERVICE_NAMESPACE
 
 DEFAULT_TOKEN = "fake-token"

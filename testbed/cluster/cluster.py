@@ -34,7 +34,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from tests.support.apiserver import (
+from testbed.apiserver import (
     MAX_REQUEST_BODY_BYTES,
     ApiserverEmulator,
     InProcessValidator,
@@ -42,10 +42,10 @@ from tests.support.apiserver import (
     request_entity_too_large,
     status_json,
 )
-from tests.support.apiserver import generate_name as _generate_name
-from tests.support.cluster import fields as managed
-from tests.support.cluster import patches
-from tests.support.cluster.common import (
+from testbed.apiserver import generate_name as _generate_name
+from testbed.cluster import fields as managed
+from testbed.cluster import patches
+from testbed.cluster.common import (
     DEFAULT_TOKEN,
     AccessRule,
     RecordedRequest,
@@ -53,7 +53,7 @@ from tests.support.cluster.common import (
     service_account_user,
     write_kubeconfig,
 )
-from tests.support.cluster.resources import (
+from testbed.cluster.resources import (
     ALL,
     APPWRAPPERS,
     LOCALQUEUES,
@@ -64,7 +64,7 @@ from tests.support.cluster.resources import (
     Resource,
     find,
 )
-from tests.support.cluster.store import ApiError, JsonDict, Store, bad_request
+from testbed.cluster.store import ApiError, JsonDict, Store, bad_request
 from webhook.names import (
     APPWRAPPER_GROUP,
     APPWRAPPER_USER_LABEL,
