@@ -6,6 +6,7 @@ wrap creates)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -30,6 +31,7 @@ ALICE = UserInfo(username="alice", groups=("system:authenticated",))
 MALLORY = UserInfo(username="mallory", groups=("system:authenticated",))
 
 Obj = dict[str, Any]
+COMPONENTS = re.compile(r"/namespaces/[^/]+/(jobs|pods|services)$")
 
 
 @cache
@@ -168,3 +170,7 @@ async def cluster(
         yield started
     finally:
         await stop()
+    # Redirect mode creates AppWrappers only; what they wrap it only ever dry-runs.
+    created = [r.path for r in fake_kube.requests
+               if r.method == "POST" and COMPONENTS.search(r.path) and "dryRun" not in r.query]  # fmt: skip
+    assert created == [], f"autowrap created the components themselves: {created}"
