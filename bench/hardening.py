@@ -22,10 +22,10 @@ from typing import Any
 
 import aiohttp
 
+from testbed import scenarios as sc
 from testbed.cluster.cluster import FakeCluster, for_autowrap
 from testbed.pki import service_dns_names, write_pki
-from tests.hardening import scenarios as sc
-from tests.server.harness import start_cluster
+from testbed.redirect import start_cluster
 from webhook import names
 
 RESULTS = Path(__file__).resolve().parent / "results"

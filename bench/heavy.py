@@ -27,9 +27,9 @@ from typing import Any
 import aiohttp
 
 from bench import payloads
+from testbed import scenarios as sc
 from testbed.cluster.cluster import for_autowrap
 from testbed.pki import service_dns_names, write_pki
-from tests.hardening import scenarios as sc
 from webhook import names
 
 HEALTH_EVERY = 0.02

@@ -20,7 +20,7 @@ from typing import Any
 from testbed.cluster.cluster import FakeCluster, for_autowrap
 from testbed.cluster.resources import APPWRAPPERS, Resource
 from testbed.pki import service_dns_names, write_pki
-from tests.hardening.scenarios import soak, start_serve
+from testbed.scenarios import soak, start_serve
 
 
 async def run(seconds: float, clients: int) -> dict[str, Any]:

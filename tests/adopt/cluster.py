@@ -20,9 +20,9 @@ from testbed.cluster.common import write_kubeconfig
 from testbed.cluster.resources import ALL, APPWRAPPERS, EVENTS, LOCALQUEUES, PODS, VCJOBS
 from testbed.pki import ServingPki
 from testbed.policies import in_mode
+from testbed.redirect import REPO, cel_predicates, webhook_configurations
 from testbed.sim import Simulators, simulated
 from tests.deploy.test_manifests import render
-from tests.server.harness import REPO, cel_predicates, webhook_configurations
 from webhook import names
 from webhook.shell import server
 

@@ -14,8 +14,8 @@ import pytest
 from testbed.cluster.cluster import FakeCluster
 from testbed.cluster.resources import EVENTS, VCJOBS
 from testbed.pki import ServingPki
+from testbed.redirect import REPO, start_cluster
 from tests.adopt.cluster import ALICE, NAMESPACE, running_cluster, vcjob
-from tests.server.harness import REPO, start_cluster
 from webhook import audit, engine, names
 from webhook.fields import rule_family
 from webhook.policy import PolicySet

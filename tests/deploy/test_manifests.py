@@ -22,7 +22,7 @@ import yaml
 
 from testbed.apiserver import ApiserverEmulator, UserInfo, selector_matches
 from testbed.pki import ServingPki
-from tests.server.harness import cel_predicates
+from testbed.redirect import cel_predicates
 from webhook import cli, kinds, names
 
 REPO = Path(__file__).resolve().parents[2]

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.hardening.scenarios import BUDGET, PHASES, fault_run, labelled_vcjob
-from tests.server.harness import ALICE, NAMESPACE, Cluster
+from testbed.redirect import ALICE, NAMESPACE, Cluster
+from testbed.scenarios import BUDGET, PHASES, fault_run, labelled_vcjob
 
 
 @pytest.mark.parametrize("fault", sorted(PHASES))

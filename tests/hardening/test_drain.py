@@ -14,7 +14,7 @@ import pytest
 
 from testbed.cluster.cluster import FakeCluster
 from testbed.pki import ServingPki
-from tests.hardening.scenarios import (
+from testbed.scenarios import (
     Served,
     admission_request,
     encode,

@@ -9,8 +9,8 @@ import aiohttp
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
-from tests.hardening.scenarios import LoadTally, load, rotate, served_certificate
-from tests.server.harness import Cluster
+from testbed.redirect import Cluster
+from testbed.scenarios import LoadTally, load, rotate, served_certificate
 from webhook import names
 
 ROTATIONS = 4

@@ -15,7 +15,8 @@ import orjson
 import pytest
 
 from testbed.apiserver import UserInfo
-from tests.hardening.scenarios import (
+from testbed.redirect import NAMESPACE, Cluster
+from testbed.scenarios import (
     SNI,
     Hostile,
     admission_request,
@@ -27,7 +28,6 @@ from tests.hardening.scenarios import (
     review,
     send_all,
 )
-from tests.server.harness import NAMESPACE, Cluster
 from webhook import names
 from webhook.shell import server
 

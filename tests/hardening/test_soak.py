@@ -7,7 +7,7 @@ from pathlib import Path
 
 from testbed.cluster.cluster import FakeCluster
 from testbed.pki import ServingPki
-from tests.hardening.scenarios import soak, start_serve
+from testbed.scenarios import soak, start_serve
 
 SECONDS = 20.0
 RSS_GROWTH_BOUND_KIB = 64 * 1024

@@ -24,7 +24,7 @@ from testbed.apiserver import UserInfo
 from testbed.cluster.cluster import FakeCluster
 from testbed.pki import ServingPki
 from testbed.policies import in_mode
-from tests.server.harness import Cluster
+from testbed.redirect import Cluster
 from tests.server.test_e2e import vcjob
 from webhook import names
 from webhook.policy import PolicySet

@@ -8,45 +8,11 @@ import copy
 from typing import Any
 
 from testbed.cluster.resources import APPWRAPPERS
+from testbed.redirect import ALICE, MALLORY, NAMESPACE, QUEUE, Cluster, pod, vcjob
 from testbed.schemas import assert_valid_appwrapper
-from tests.server.harness import ALICE, MALLORY, NAMESPACE, QUEUE, Cluster
 from webhook import names
 
 Obj = dict[str, Any]
-
-
-def _container() -> Obj:
-    return {"name": "trainer", "image": "torch:2.4", "resources": {"limits": {"nvidia.com/gpu": 8}}}
-
-
-def vcjob(name: str = "train", *, workers: int = 3, labels: dict[str, str] | None = None) -> Obj:
-    return {
-        "apiVersion": "batch.volcano.sh/v1alpha1",
-        "kind": "Job",
-        "metadata": {
-            "name": name,
-            "namespace": NAMESPACE,
-            "labels": labels if labels is not None else {names.QUEUE_LABEL: QUEUE},
-        },
-        "spec": {
-            "tasks": [
-                {"name": "master", "replicas": 1,
-                 "template": {"spec": {"restartPolicy": "Never", "containers": [_container()]}}},
-                {"name": "worker", "replicas": workers,
-                 "template": {"spec": {"restartPolicy": "Never", "containers": [_container()]}}},
-            ]
-        },
-    }  # fmt: skip
-
-
-def pod(name: str = "notebook") -> Obj:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {names.WRAP_LABEL: "true",
-                                                                     names.QUEUE_LABEL: QUEUE}},
-        "spec": {"containers": [{"name": "main", "image": "torch:2.4"}]},
-    }  # fmt: skip
 
 
 async def test_a_labeled_vcjob_is_wrapped_and_the_user_is_told_where_it_went(

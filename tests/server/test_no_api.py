@@ -17,8 +17,8 @@ import pytest
 
 from testbed.pki import ServingPki
 from testbed.policies import in_mode
-from tests.hardening.scenarios import admission_request, encode, post, review
-from tests.server.harness import REPO
+from testbed.redirect import REPO
+from testbed.scenarios import admission_request, encode, post, review
 from tests.server.test_e2e import vcjob
 from webhook import adoption, engine, names
 from webhook.shell import policyfiles, server

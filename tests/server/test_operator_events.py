@@ -14,8 +14,8 @@ import pytest
 from testbed.cluster.cluster import FakeCluster
 from testbed.cluster.resources import EVENTS
 from testbed.pki import ServingPki
+from testbed.redirect import webhook_configurations
 from tests.adopt.cluster import running_cluster
-from tests.server.harness import webhook_configurations
 from tests.server.test_self_managed import _args, install_empty_secret
 from webhook import names
 from webhook.shell import certs, opevents, selfmanaged, server

@@ -15,7 +15,7 @@ import pytest
 
 from testbed.cluster.cluster import FakeCluster
 from testbed.pki import ServingPki
-from tests.server.harness import REPO, Cluster, start_cluster
+from testbed.redirect import REPO, Cluster, start_cluster
 from webhook import names, policy
 from webhook.shell import policyfiles, server
 

@@ -13,8 +13,8 @@ import pytest
 from testbed.cluster.resources import EVENTS, VCJOBS
 from testbed.pki import ServingPki
 from testbed.policies import in_mode
+from testbed.redirect import REPO
 from tests.adopt.cluster import ALICE, NAMESPACE, running_cluster, vcjob
-from tests.server.harness import REPO
 from webhook.shell import server
 
 MASTER_ADDR = "spec.tasks[0].template.spec.containers[0].env[0]"

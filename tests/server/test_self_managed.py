@@ -15,7 +15,7 @@ from cryptography import x509
 
 from testbed.cluster.cluster import FakeCluster
 from testbed.cluster.resources import SECRETS
-from tests.server.harness import webhook_configurations
+from testbed.redirect import webhook_configurations
 from webhook import names
 from webhook.shell import certs, selfmanaged
 from webhook.shell.kube import CertificateStore, sync_api_client

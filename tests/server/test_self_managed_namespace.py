@@ -13,7 +13,7 @@ from cryptography import x509
 
 from testbed.cluster.cluster import FakeCluster
 from testbed.cluster.resources import SECRETS
-from tests.server.harness import webhook_configurations
+from testbed.redirect import webhook_configurations
 from tests.server.test_self_managed import install_empty_secret
 from webhook import cli, names
 from webhook.controller import own_namespace

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from testbed.cluster.cluster import FakeCluster
 from testbed.cluster.resources import SECRETS
-from tests.server.harness import webhook_configurations
+from testbed.redirect import webhook_configurations
 from tests.server.test_self_managed import install_empty_secret
 from webhook import names
 from webhook.shell import certs, selfmanaged

@@ -823,8 +823,8 @@ async def test_front_door_in_process_webhook_denies_and_sees_updates() -> None:
 async def autowrap(
     webhook_pki: Any, fake_kube: Any, fake_kubeconfig: Path, tmp_path: Path
 ) -> AsyncIterator[Any]:
-    """autowrap's real server behind the apiserver emulator (tests/server/harness.py)."""
-    from tests.server.harness import start_cluster
+    """autowrap's real server behind the apiserver emulator (testbed/redirect.py)."""
+    from testbed.redirect import start_cluster
 
     started, stop = await start_cluster(webhook_pki, fake_kube, fake_kubeconfig, tmp_path)
     try:
@@ -834,7 +834,7 @@ async def autowrap(
 
 
 async def test_front_door_calls_the_real_webhook_with_the_user(autowrap: Any) -> None:
-    from tests.server.harness import ALICE, NAMESPACE, QUEUE
+    from testbed.redirect import ALICE, NAMESPACE, QUEUE
     from webhook import names
 
     async with FakeCluster(emulator=autowrap.emulator) as fake:

@@ -9,13 +9,11 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from testbed.apiserver import AdmissionResult, ApiserverEmulator, UserInfo
 from testbed.cluster.cluster import FakeCluster
@@ -24,13 +22,14 @@ from testbed.policies import in_mode
 from webhook import names
 from webhook.shell import server
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 NAMESPACE = "ml"
 QUEUE = "team-queue"
 ALICE = UserInfo(username="alice", groups=("system:authenticated",))
 MALLORY = UserInfo(username="mallory", groups=("system:authenticated",))
 
 Obj = dict[str, Any]
+# What an AppWrapper creates: redirect mode only ever dry-runs these.
 COMPONENTS = re.compile(r"/namespaces/[^/]+/(jobs|pods|services)$")
 
 
@@ -39,6 +38,8 @@ def webhook_configurations() -> tuple[Obj, ...]:
     """The Mutating/ValidatingWebhookConfigurations exactly as `kubectl apply -k` would create."""
     kubectl = shutil.which("kubectl")
     if kubectl is None:
+        import pytest  # only to skip the test that needs it
+
         pytest.skip("kubectl is not installed: cannot render deploy/ for the apiserver emulator")
     import yaml
 
@@ -54,6 +55,8 @@ def webhook_configurations() -> tuple[Obj, ...]:
 
 def cel_predicates(configurations: tuple[Obj, ...]) -> dict[str, Callable[[Obj], bool]]:
     """Each matchConditions expression, evaluated with cel-python over the request's object."""
+    import pytest  # only to skip the test that needs it
+
     celpy = pytest.importorskip("celpy", reason="cel-python evaluates the matchConditions")
     env = celpy.Environment()
     predicates: dict[str, Callable[[Obj], bool]] = {}
@@ -161,16 +164,38 @@ async def start_cluster(
     return cluster, running.drain
 
 
-@pytest.fixture
-async def cluster(
-    webhook_pki: ServingPki, fake_kube: FakeCluster, fake_kubeconfig: Path, tmp_path: Path
-) -> AsyncIterator[Cluster]:
-    started, stop = await start_cluster(webhook_pki, fake_kube, fake_kubeconfig, tmp_path)
-    try:
-        yield started
-    finally:
-        await stop()
-    # Redirect mode creates AppWrappers only; what they wrap it only ever dry-runs.
-    created = [r.path for r in fake_kube.requests
-               if r.method == "POST" and COMPONENTS.search(r.path) and "dryRun" not in r.query]  # fmt: skip
-    assert created == [], f"autowrap created the components themselves: {created}"
+# --- what users create ------------------------------------------------------------------------
+
+
+def _container() -> Obj:
+    return {"name": "trainer", "image": "torch:2.4", "resources": {"limits": {"nvidia.com/gpu": 8}}}
+
+
+def vcjob(name: str = "train", *, workers: int = 3, labels: dict[str, str] | None = None) -> Obj:
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "labels": labels if labels is not None else {names.QUEUE_LABEL: QUEUE},
+        },
+        "spec": {
+            "tasks": [
+                {"name": "master", "replicas": 1,
+                 "template": {"spec": {"restartPolicy": "Never", "containers": [_container()]}}},
+                {"name": "worker", "replicas": workers,
+                 "template": {"spec": {"restartPolicy": "Never", "containers": [_container()]}}},
+            ]
+        },
+    }  # fmt: skip
+
+
+def pod(name: str = "notebook") -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {names.WRAP_LABEL: "true",
+                                                                     names.QUEUE_LABEL: QUEUE}},
+        "spec": {"containers": [{"name": "main", "image": "torch:2.4"}]},
+    }  # fmt: skip

@@ -13,6 +13,7 @@ import json
 import os
 import random
 import shutil
+import socket
 import ssl
 import string
 import subprocess
@@ -27,13 +28,11 @@ from typing import Any
 
 import aiohttp
 
-from bench.load import free_port
 from testbed.apiserver import UserInfo
 from testbed.cluster.cluster import FakeCluster
 from testbed.pki import ServingPki, service_hostname, write_pki
 from testbed.policies import in_mode
-from tests.server.harness import ALICE, NAMESPACE, QUEUE, REPO, Cluster
-from tests.server.test_e2e import pod, vcjob
+from testbed.redirect import ALICE, NAMESPACE, QUEUE, REPO, Cluster, pod, vcjob
 from webhook import names
 
 Obj = dict[str, Any]
@@ -664,6 +663,14 @@ def rss_kib(pid: int | None = None) -> int:
 
 
 # --- a served process ----------------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A loopback port free right now; the server binds it a moment later."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
 
 
 @dataclass
