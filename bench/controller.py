@@ -1,7 +1,7 @@
 """``python -m bench.controller [--jobs 500] [--rounds 3] [--smoke]``: the adopt-mode controller
 against a fake cluster.
 
-Each round starts a fake Kubernetes API in this process (``tests.support.cluster``: storage with
+Each round starts a fake Kubernetes API in this process (``testbed.cluster``: storage with
 kube-apiserver's write and watch semantics, served over HTTP) and ``autowrap serve`` as its own
 process with a kubeconfig for it, so the controller runs as deployed: inside the server, on
 ``kubernetes.aio``, through its Lease, watches and work queue. Then, timed from this process
@@ -23,7 +23,7 @@ Correctness is checked at the end of each round: every Job adopted and owned by 
 (the right uid), exactly one AppWrapper created per Job, every pod released with Kueue's
 placement, and no pod released before its AppWrapper was admitted.
 
-This script imports the fake cluster from ``tests/support`` and so runs from the repository
+This script imports the fake cluster from ``testbed/`` and so runs from the repository
 root (``python -m bench.controller``); ``python -m bench`` never imports it.
 """
 
@@ -50,8 +50,8 @@ import aiohttp
 import orjson
 
 from bench import load, payloads, policies
-from tests.support.cluster.cluster import FakeCluster
-from tests.support.cluster.resources import (
+from testbed.cluster.cluster import FakeCluster
+from testbed.cluster.resources import (
     APPWRAPPERS,
     CLUSTERQUEUES,
     LEASES,
@@ -62,8 +62,8 @@ from tests.support.cluster.resources import (
     WORKLOADS,
     Resource,
 )
-from tests.support.cluster.store import Store
-from tests.support.sim.kueue import admitted_workload
+from testbed.cluster.store import Store
+from testbed.sim.kueue import admitted_workload
 from webhook import adoption, engine, names
 from webhook.policy import PolicySet
 from webhook.shell import policyfiles

@@ -22,18 +22,18 @@ from typing import Any
 
 import aiohttp
 
-from tests.hardening import scenarios as sc
-from tests.server.harness import start_cluster
-from tests.support.fakekube import FakeKube
-from tests.support.pki import service_dns_names, write_pki
+from testbed import scenarios as sc
+from testbed.cluster.cluster import FakeCluster, for_autowrap
+from testbed.pki import service_dns_names, write_pki
+from testbed.redirect import start_cluster
 from webhook import names
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-async def _cluster(tmp: Path) -> tuple[Any, Any, FakeKube]:
+async def _cluster(tmp: Path) -> tuple[Any, Any, FakeCluster]:
     pki = write_pki(tmp / "pki", service_dns_names())
-    kube = FakeKube()
+    kube = for_autowrap()
     await kube.start()
     cluster, stop = await start_cluster(pki, kube, kube.write_kubeconfig(tmp / "kc"), tmp)
     return cluster, stop, kube
@@ -105,7 +105,7 @@ async def rotation_and_reload(tmp: Path, rotations: int, reloads: int) -> dict[s
 
 async def drain(tmp: Path, in_flight: int) -> dict[str, Any]:
     pki = write_pki(tmp / "pki", service_dns_names())
-    async with FakeKube() as kube:
+    async with for_autowrap() as kube:
         served = await sc.start_serve(pki, kube, tmp)
         kube.inject("POST", r"/subjectaccessreviews$", status=None, delay=2.0, times=None)
         tls = pki.client_context()
@@ -129,7 +129,7 @@ async def drain(tmp: Path, in_flight: int) -> dict[str, Any]:
 
 async def soak(tmp: Path, seconds: float) -> dict[str, Any]:
     pki = write_pki(tmp / "pki", service_dns_names())
-    async with FakeKube() as kube:
+    async with for_autowrap() as kube:
         served = await sc.start_serve(pki, kube, tmp)
         try:
             figures = await sc.soak(served, seconds, clients=4)

@@ -27,9 +27,9 @@ from typing import Any
 import aiohttp
 
 from bench import payloads
-from tests.hardening import scenarios as sc
-from tests.support.fakekube import FakeKube
-from tests.support.pki import service_dns_names, write_pki
+from testbed import scenarios as sc
+from testbed.cluster.cluster import for_autowrap
+from testbed.pki import service_dns_names, write_pki
 from webhook import names
 
 HEALTH_EVERY = 0.02
@@ -113,7 +113,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
-        kube = FakeKube(keep_requests=100)
+        kube = for_autowrap(keep_requests=100)
         await kube.start()
         served = await sc.start_serve(write_pki(tmp / "pki", service_dns_names()), kube, tmp,
                                       repo=Path(args.repo) if args.repo else None)  # fmt: skip

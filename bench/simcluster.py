@@ -1,8 +1,8 @@
 """``python -m bench.simcluster --control-port P --work DIR``: the simulated cluster of
 ``bench.adopt_cost``, in a process of its own so that none of its CPU counts as autowrap's.
 
-It serves the fake Kubernetes API (``tests.support.cluster``) with the simulated controllers
-running against it (``tests.support.sim``: kube-scheduler and kubelet, Volcano, Kueue, the
+It serves the fake Kubernetes API (``testbed.cluster``) with the simulated controllers
+running against it (``testbed.sim``: kube-scheduler and kubelet, Volcano, Kueue, the
 AppWrapper controller), so every write a real cluster makes reaches autowrap's watches: the
 gated pods' ``PodScheduled=False SchedulingGated``, bindings, the kubelet's two status updates,
 Volcano's pods at once and its PodGroup and Job status, Kueue's Workloads, Events. Kueue admits
@@ -22,7 +22,7 @@ A small control API on ``--control-port`` (plain HTTP, loopback) drives it:
   ``workload.codeflare.dev/appwrapper`` in a namespace no policy covers (a user's).
 
 The kubeconfig for the API is written to ``DIR/kubeconfig``; ``DIR/ready`` appears once both
-servers listen. Imports ``tests.support``; run it from the repository root.
+servers listen. Imports ``testbed``; run it from the repository root.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ import orjson
 from aiohttp import web
 
 from bench import payloads, policies
-from tests.support.cluster.cluster import FakeCluster
-from tests.support.cluster.resources import (
+from testbed.cluster.cluster import FakeCluster
+from testbed.cluster.resources import (
     APPWRAPPERS,
     CLUSTERQUEUES,
     CONFIGMAPS,
@@ -56,8 +56,8 @@ from tests.support.cluster.resources import (
     WORKLOADS,
     Resource,
 )
-from tests.support.cluster.store import Store
-from tests.support.sim import Simulators, simulated
+from testbed.cluster.store import Store
+from testbed.sim import Simulators, simulated
 from webhook import adoption, engine, names
 from webhook.shell import policyfiles
 

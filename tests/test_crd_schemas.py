@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests import schemas
+from testbed import schemas
 from tests.builders import appwrapper, context, pod, policy, volcano_job
 from webhook import engine
 from webhook.shell import policyfiles

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests import schemas
+from testbed import schemas
 from webhook import cli
 
 REPO = Path(__file__).resolve().parents[1]

@@ -14,15 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from testbed.apiserver import ApiserverEmulator, UserInfo
+from testbed.cluster.cluster import FakeCluster
+from testbed.cluster.common import write_kubeconfig
+from testbed.cluster.resources import ALL, APPWRAPPERS, EVENTS, LOCALQUEUES, PODS, VCJOBS
+from testbed.pki import ServingPki
+from testbed.policies import in_mode
+from testbed.redirect import REPO, cel_predicates, webhook_configurations
+from testbed.sim import Simulators, simulated
 from tests.deploy.test_manifests import render
-from tests.server.harness import REPO, cel_predicates, webhook_configurations
-from tests.support.apiserver import ApiserverEmulator, UserInfo
-from tests.support.cluster.cluster import FakeCluster
-from tests.support.cluster.resources import ALL, APPWRAPPERS, EVENTS, LOCALQUEUES, PODS, VCJOBS
-from tests.support.fakekube import write_kubeconfig
-from tests.support.pki import ServingPki
-from tests.support.policies import in_mode
-from tests.support.sim import Simulators, simulated
 from webhook import names
 from webhook.shell import server
 

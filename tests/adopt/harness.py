@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tests.builders import context, policy_set
-from tests.support.cluster.cluster import FakeCluster
-from tests.support.cluster.resources import (
+from testbed.cluster.cluster import FakeCluster
+from testbed.cluster.resources import (
     ALL,
     APPWRAPPERS,
     EVENTS,
@@ -27,7 +26,8 @@ from tests.support.cluster.resources import (
     WORKLOADS,
     Resource,
 )
-from tests.support.sim.kueue import admitted_workload
+from testbed.sim.kueue import admitted_workload
+from tests.builders import context, policy_set
 from webhook import adoption, engine, names
 from webhook.controller import Controller, Settings
 from webhook.policy import PolicySet

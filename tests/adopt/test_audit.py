@@ -11,11 +11,11 @@ from typing import Any
 import orjson
 import pytest
 
+from testbed.cluster.cluster import FakeCluster
+from testbed.cluster.resources import EVENTS, VCJOBS
+from testbed.pki import ServingPki
+from testbed.redirect import REPO, start_cluster
 from tests.adopt.cluster import ALICE, NAMESPACE, running_cluster, vcjob
-from tests.server.harness import REPO, start_cluster
-from tests.support.cluster.resources import EVENTS, VCJOBS
-from tests.support.fakekube import FakeKube
-from tests.support.pki import ServingPki
 from webhook import audit, engine, names
 from webhook.fields import rule_family
 from webhook.policy import PolicySet
@@ -104,7 +104,7 @@ async def test_an_audited_job_is_counted_logged_annotated_and_raises_an_event(
 
 
 async def test_redirect_mode_annotates_the_appwrapper_it_creates(
-    webhook_pki: ServingPki, fake_kube: FakeKube, fake_kubeconfig: Path, tmp_path: Path
+    webhook_pki: ServingPki, fake_kube: FakeCluster, fake_kubeconfig: Path, tmp_path: Path
 ) -> None:
     started, stop = await start_cluster(
         webhook_pki, fake_kube, fake_kubeconfig, tmp_path,

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from testbed.apiserver import UserInfo
+from testbed.cluster.patches import MERGE_PATCH as MERGE
+from testbed.cluster.resources import APPWRAPPERS, LEASES, PODS, VCJOBS
 from tests.adopt.harness import NAMESPACE, QUEUE, adopting, eventually, prepared, vcjob
-from tests.support.apiserver import UserInfo
-from tests.support.cluster.patches import MERGE_PATCH as MERGE
-from tests.support.cluster.resources import APPWRAPPERS, LEASES, PODS, VCJOBS
 from webhook import names
 
 BOB = UserInfo(username="bob", uid="bob-uid", groups=("system:authenticated",))

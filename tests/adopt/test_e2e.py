@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from testbed.cluster.resources import VCJOBS
+from testbed.pki import ServingPki
+from testbed.sim import resolved_env
 from tests.adopt.cluster import ALICE, NAMESPACE, QUEUE, running_cluster, vcjob
-from tests.support.cluster.resources import VCJOBS
-from tests.support.pki import ServingPki
-from tests.support.sim import resolved_env
 from webhook import names
 
 
@@ -98,7 +98,7 @@ async def test_a_users_delete_leaves_nothing_behind(
 async def test_when_another_webhook_denies_the_create_no_appwrapper_ever_exists(
     webhook_pki: ServingPki, tmp_path: Path
 ) -> None:
-    from tests.support.cluster.store import ApiError
+    from testbed.cluster.store import ApiError
 
     async with running_cluster(webhook_pki, tmp_path) as cluster:
         cluster.api.add_validating_webhook(
@@ -122,8 +122,8 @@ def _manifest_tasks() -> list[dict]:
 async def test_reapplying_the_unchanged_manifest_succeeds_both_ways_and_a_real_change_reaches_volcano(
     webhook_pki: ServingPki, tmp_path: Path
 ) -> None:
-    from tests.support.cluster.patches import MERGE_PATCH
-    from tests.support.cluster.store import ApiError
+    from testbed.cluster.patches import MERGE_PATCH
+    from testbed.cluster.store import ApiError
 
     async with running_cluster(webhook_pki, tmp_path, auto_admit=False) as cluster:
         await cluster.api.apply(VCJOBS, vcjob(), field_manager="kubectl", user=ALICE)
@@ -149,7 +149,7 @@ async def test_reapplying_the_unchanged_manifest_succeeds_both_ways_and_a_real_c
 async def test_a_reapply_that_removes_a_field_is_refused_not_silently_kept(
     webhook_pki: ServingPki, tmp_path: Path
 ) -> None:
-    from tests.support.cluster.store import ApiError
+    from testbed.cluster.store import ApiError
 
     manifest = vcjob()
     manifest["spec"]["tasks"][1]["template"]["spec"]["nodeSelector"] = {"pool": "a100"}
@@ -170,7 +170,7 @@ async def test_a_forged_review_puts_nothing_in_the_cluster(
 ) -> None:
     import aiohttp
 
-    from tests.support.pki import client_ssl_context
+    from testbed.pki import client_ssl_context
 
     async with running_cluster(webhook_pki, tmp_path) as cluster:
         job = vcjob("forged")
@@ -198,8 +198,8 @@ async def test_a_forged_review_puts_nothing_in_the_cluster(
 async def test_a_bare_pod_is_adopted_with_its_headless_service(
     webhook_pki: ServingPki, tmp_path: Path
 ) -> None:
+    from testbed.cluster.resources import PODS, SERVICES
     from tests.adopt.cluster import bare_pod
-    from tests.support.cluster.resources import PODS, SERVICES
 
     async with running_cluster(webhook_pki, tmp_path) as cluster:
         created = await cluster.api.create(PODS, bare_pod(), user=ALICE)

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from testbed.cluster.resources import PODS, VCJOBS
+from testbed.cluster.store import ApiError
+from testbed.pki import ServingPki
 from tests.adopt.cluster import ALICE, NAMESPACE, QUEUE, bare_pod, running_cluster, vcjob
-from tests.support.cluster.resources import PODS, VCJOBS
-from tests.support.cluster.store import ApiError
-from tests.support.pki import ServingPki
 from webhook import names
 
 ALWAYS = f"""\
@@ -151,7 +151,7 @@ async def test_adopt_mode_creates_an_appwrapper_only_for_who_may_create_one(
 async def test_a_user_can_neither_take_the_gate_off_nor_resize_an_adopted_job(
     webhook_pki: ServingPki, tmp_path: Path
 ) -> None:
-    from tests.support.cluster.patches import JSON_PATCH, MERGE_PATCH
+    from testbed.cluster.patches import JSON_PATCH, MERGE_PATCH
 
     async with running_cluster(webhook_pki, tmp_path, auto_admit=False) as cluster:
         await cluster.api.create(VCJOBS, vcjob(workers=1), user=ALICE)
@@ -183,7 +183,7 @@ async def test_a_user_can_neither_take_the_gate_off_nor_resize_an_adopted_job(
 async def test_uninstall_leaves_nothing_to_resurrect_and_nothing_stuck(
     webhook_pki: ServingPki, tmp_path: Path
 ) -> None:
-    from tests.support.cluster.resources import APPWRAPPERS
+    from testbed.cluster.resources import APPWRAPPERS
     from webhook.shell.kube import KubeClient
     from webhook.shell.uninstall import Uninstall
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import orjson
 
+from testbed.cluster.resources import VCJOBS
+from testbed.pki import ServingPki
 from tests.adopt.cluster import ALICE, NAMESPACE, QUEUE, running_cluster, vcjob
-from tests.support.cluster.resources import VCJOBS
-from tests.support.pki import ServingPki
 from webhook import cli, status
 from webhook.shell import follow
 from webhook.shell.kube import APPWRAPPERS, PODS, Api

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from testbed.apiserver import AdmissionResult, ApiserverEmulator, UserInfo
 from tests.deploy.test_manifests import render
-from tests.support.apiserver import AdmissionResult, ApiserverEmulator, UserInfo
 from webhook import names
 
 Obj = dict[str, Any]

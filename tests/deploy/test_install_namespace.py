@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
+from testbed.apiserver import ApiserverEmulator, UserInfo, selector_matches
 from tests.deploy.test_manifests import CLUSTER_SCOPED_KINDS, DEPLOY, VARIANTS
-from tests.support.apiserver import ApiserverEmulator, UserInfo, selector_matches
 from tools import render_release
 from webhook import names
 

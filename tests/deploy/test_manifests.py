@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.server.harness import cel_predicates
-from tests.support.apiserver import ApiserverEmulator, UserInfo, selector_matches
-from tests.support.pki import ServingPki
+from testbed.apiserver import ApiserverEmulator, UserInfo, selector_matches
+from testbed.pki import ServingPki
+from testbed.redirect import cel_predicates
 from webhook import cli, kinds, names
 
 REPO = Path(__file__).resolve().parents[2]
@@ -900,9 +900,9 @@ async def test_adopt_mode_runs_through_the_rendered_webhooks(
     Volcano Job and a labeled Pod are created prepared (and validated as prepared), a re-apply
     of the Job's manifest gets the stored spec back, and updates of other Jobs never reach
     autowrap."""
-    from tests.support.cluster.cluster import FakeCluster
-    from tests.support.cluster.resources import LOCALQUEUES, PODS, VCJOBS
-    from tests.support.policies import in_mode
+    from testbed.cluster.cluster import FakeCluster
+    from testbed.cluster.resources import LOCALQUEUES, PODS, VCJOBS
+    from testbed.policies import in_mode
     from webhook.shell import server
 
     configurations = tuple(o for o in render("base") if o["kind"] in WEBHOOK_CONFIGURATIONS)

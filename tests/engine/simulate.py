@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tests.support.sim.kubelet import expand
+from testbed.sim.kubelet import expand
 from webhook import names
 from webhook.plumbing import pods
 

@@ -2,8 +2,6 @@ import os
 
 from hypothesis import HealthCheck, settings
 
-from tests.server.harness import cluster  # noqa: F401
-
 settings.register_profile(
     "hardening",
     max_examples=40,

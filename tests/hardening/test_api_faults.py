@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.hardening.scenarios import BUDGET, PHASES, fault_run, labelled_vcjob
-from tests.server.harness import ALICE, NAMESPACE, Cluster
+from testbed.redirect import ALICE, NAMESPACE, Cluster
+from testbed.scenarios import BUDGET, PHASES, fault_run, labelled_vcjob
 
 
 @pytest.mark.parametrize("fault", sorted(PHASES))
@@ -64,7 +64,7 @@ async def test_a_slow_api_is_abandoned_within_the_apiservers_budget(cluster: Clu
 async def test_an_unreachable_api_denies_clearly_and_a_retry_after_recovery_wraps_once(
     cluster: Cluster,
 ) -> None:
-    await cluster.kube.refuse()
+    await cluster.kube.stop()
     down = await cluster.emulator.create(labelled_vcjob("train"), user=ALICE,
                                          request_timeout=BUDGET)  # fmt: skip
     await cluster.kube.start()

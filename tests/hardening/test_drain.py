@@ -12,7 +12,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tests.hardening.scenarios import (
+from testbed.cluster.cluster import FakeCluster
+from testbed.pki import ServingPki
+from testbed.scenarios import (
     Served,
     admission_request,
     encode,
@@ -21,8 +23,6 @@ from tests.hardening.scenarios import (
     review,
     start_serve,
 )
-from tests.support.fakekube import FakeKube
-from tests.support.pki import ServingPki
 from webhook import names
 from webhook.shell import server
 
@@ -32,7 +32,7 @@ SLOW_API = 2.0
 
 @pytest.fixture
 async def served(
-    webhook_pki: ServingPki, fake_kube: FakeKube, tmp_path: Path
+    webhook_pki: ServingPki, fake_kube: FakeCluster, tmp_path: Path
 ) -> AsyncIterator[Served]:
     started = await start_serve(webhook_pki, fake_kube, tmp_path)
     try:
@@ -44,7 +44,7 @@ async def served(
 
 
 async def test_sigterm_answers_every_request_in_flight_refuses_new_ones_and_exits_0(
-    served: Served, fake_kube: FakeKube
+    served: Served, fake_kube: FakeCluster
 ) -> None:
     fake_kube.inject("POST", r"/subjectaccessreviews$", status=None, delay=SLOW_API, times=None)
     tls = served.pki.client_context()
@@ -73,7 +73,7 @@ async def test_sigterm_answers_every_request_in_flight_refuses_new_ones_and_exit
     for request, answer in zip(requests, done, strict=True):
         assert answer.body["response"]["uid"] == request["uid"]
         assert "was wrapped into AppWrapper" in answer.body["response"]["status"]["message"]
-    assert len(fake_kube.appwrappers) == IN_FLIGHT
+    assert len(fake_kube.appwrappers()) == IN_FLIGHT
     assert code == 0, served.log.read_text()
     assert stopped_after < server.Options.drain_timeout
     assert '"msg":"draining"' in served.log.read_text()

@@ -15,7 +15,8 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.hardening.scenarios import (
+from testbed.redirect import REPO, Cluster
+from testbed.scenarios import (
     Hostile,
     admission_request,
     encode,
@@ -27,7 +28,6 @@ from tests.hardening.scenarios import (
     review,
     send_all,
 )
-from tests.server.harness import REPO, Cluster
 from webhook import cli, names
 
 json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text()

@@ -9,8 +9,8 @@ import aiohttp
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
-from tests.hardening.scenarios import LoadTally, load, rotate, served_certificate
-from tests.server.harness import Cluster
+from testbed.redirect import Cluster
+from testbed.scenarios import LoadTally, load, rotate, served_certificate
 from webhook import names
 
 ROTATIONS = 4
@@ -68,7 +68,7 @@ async def test_certificates_rotated_under_load_cause_no_failed_handshake(cluster
 async def test_a_pair_caught_mid_rotation_never_breaks_the_live_certificate(
     cluster: Cluster,
 ) -> None:
-    from tests.support.pki import write_pki
+    from testbed.pki import write_pki
 
     tls = cluster.pki.client_context()
     assert cluster.state.tls is not None

@@ -14,7 +14,9 @@ import aiohttp
 import orjson
 import pytest
 
-from tests.hardening.scenarios import (
+from testbed.apiserver import UserInfo
+from testbed.redirect import NAMESPACE, Cluster
+from testbed.scenarios import (
     SNI,
     Hostile,
     admission_request,
@@ -26,8 +28,6 @@ from tests.hardening.scenarios import (
     review,
     send_all,
 )
-from tests.server.harness import NAMESPACE, Cluster
-from tests.support.apiserver import UserInfo
 from webhook import names
 from webhook.shell import server
 

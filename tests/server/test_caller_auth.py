@@ -20,12 +20,12 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from tests.server.harness import Cluster
+from testbed.apiserver import UserInfo
+from testbed.cluster.cluster import FakeCluster
+from testbed.pki import ServingPki
+from testbed.policies import in_mode
+from testbed.redirect import Cluster
 from tests.server.test_e2e import vcjob
-from tests.support.apiserver import UserInfo
-from tests.support.fakekube import FakeKube
-from tests.support.pki import ServingPki
-from tests.support.policies import in_mode
 from webhook import names
 from webhook.policy import PolicySet
 from webhook.shell import certs, kube, policyfiles, server
@@ -221,7 +221,7 @@ async def test_start_up_logs_the_redirect_warning_once(
 
 @pytest.fixture
 async def scraped(
-    webhook_pki: ServingPki, fake_kube: FakeKube, fake_kubeconfig: Path
+    webhook_pki: ServingPki, fake_kube: FakeCluster, fake_kubeconfig: Path
 ) -> AsyncIterator[server.Running]:
     options = server.Options(
         host="127.0.0.1", port=0, metrics_port=0, cert_dir=webhook_pki.directory,
@@ -243,12 +243,12 @@ async def scrape(running: server.Running, token: str | None) -> tuple[int, str]:
 
 
 async def test_metrics_auth_reviews_the_token_and_asks_may_it_get_metrics(
-    scraped: server.Running, fake_kube: FakeKube
+    scraped: server.Running, fake_kube: FakeCluster
 ) -> None:
     prometheus = UserInfo(username="system:serviceaccount:monitoring:prometheus")
     nosy = UserInfo(username="system:serviceaccount:ml:nosy")
-    fake_kube.tokens = {"prom-token": prometheus, "nosy-token": nosy}
-    fake_kube.url_grants = {(prometheus.username, names.METRICS_PATH)}
+    fake_kube.users.update({"prom-token": prometheus, "nosy-token": nosy})
+    fake_kube.allow(prometheus.username, verb="get", path=names.METRICS_PATH)
 
     assert (await scrape(scraped, None))[0] == 401
     assert (await scrape(scraped, "made-up"))[0] == 401

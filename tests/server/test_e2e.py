@@ -7,45 +7,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from tests.schemas import assert_valid_appwrapper
-from tests.server.harness import ALICE, MALLORY, NAMESPACE, QUEUE, Cluster
+from testbed.cluster.resources import APPWRAPPERS
+from testbed.redirect import ALICE, MALLORY, NAMESPACE, QUEUE, Cluster, pod, vcjob
+from testbed.schemas import assert_valid_appwrapper
 from webhook import names
 
 Obj = dict[str, Any]
-
-
-def _container() -> Obj:
-    return {"name": "trainer", "image": "torch:2.4", "resources": {"limits": {"nvidia.com/gpu": 8}}}
-
-
-def vcjob(name: str = "train", *, workers: int = 3, labels: dict[str, str] | None = None) -> Obj:
-    return {
-        "apiVersion": "batch.volcano.sh/v1alpha1",
-        "kind": "Job",
-        "metadata": {
-            "name": name,
-            "namespace": NAMESPACE,
-            "labels": labels if labels is not None else {names.QUEUE_LABEL: QUEUE},
-        },
-        "spec": {
-            "tasks": [
-                {"name": "master", "replicas": 1,
-                 "template": {"spec": {"restartPolicy": "Never", "containers": [_container()]}}},
-                {"name": "worker", "replicas": workers,
-                 "template": {"spec": {"restartPolicy": "Never", "containers": [_container()]}}},
-            ]
-        },
-    }  # fmt: skip
-
-
-def pod(name: str = "notebook") -> Obj:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {names.WRAP_LABEL: "true",
-                                                                     names.QUEUE_LABEL: QUEUE}},
-        "spec": {"containers": [{"name": "main", "image": "torch:2.4"}]},
-    }  # fmt: skip
 
 
 async def test_a_labeled_vcjob_is_wrapped_and_the_user_is_told_where_it_went(
@@ -116,7 +83,7 @@ async def test_an_appwrapper_with_a_copied_spec_hash_but_other_work_is_not_taken
     forged = cluster.appwrappers()[(NAMESPACE, "train")]
     template = forged["spec"]["components"][0]["template"]
     template["spec"]["tasks"][1]["template"]["spec"]["containers"][0]["image"] = "evil:1"
-    cluster.kube.appwrappers[(NAMESPACE, "train")] = forged
+    cluster.kube.store.update(APPWRAPPERS, forged)
 
     result = await cluster.create(vcjob())
 
@@ -130,7 +97,7 @@ async def test_an_identical_appwrapper_made_by_a_teammate_is_not_reported_as_the
 ) -> None:
     await cluster.create(vcjob())
     copied = cluster.appwrappers()[(NAMESPACE, "train")]
-    del cluster.kube.appwrappers[(NAMESPACE, "train")]
+    cluster.kube.store.delete(APPWRAPPERS, NAMESPACE, "train")
     # Bob creates the very same AppWrapper, spec hash and requested-by included: the AppWrapper
     # operator's webhook labels it with his name, whatever the copy said.
     copied["metadata"] = {k: v for k, v in copied["metadata"].items()
@@ -159,7 +126,9 @@ async def test_without_the_appwrapper_operator_webhook_autowrap_knows_its_own_by
     again = await cluster.create(vcjob())
     assert again.message == first.message
 
+    # Written by a client that sets managedFields itself (an update may: fieldmanager.go).
     stored["metadata"]["managedFields"][0]["manager"] = "kubectl-create"
+    cluster.kube.store.update(APPWRAPPERS, stored)
     third = await cluster.create(vcjob())
     assert not third.allowed
     assert "already exists and was not created by autowrap" in third.message
@@ -169,7 +138,9 @@ async def test_a_rerun_over_a_finished_appwrapper_says_so_instead_of_claiming_it
     cluster: Cluster,
 ) -> None:
     await cluster.create(vcjob())
-    cluster.kube.appwrappers[(NAMESPACE, "train")]["status"] = {"phase": "Succeeded"}
+    finished = cluster.appwrappers()[(NAMESPACE, "train")]
+    finished["status"] = {"phase": "Succeeded"}
+    cluster.kube.store.update(APPWRAPPERS, finished, subresource="status")
 
     result = await cluster.create(vcjob())
 
@@ -182,9 +153,12 @@ async def test_a_rerun_while_the_appwrapper_is_being_deleted_is_told_to_wait(
     cluster: Cluster,
 ) -> None:
     await cluster.create(vcjob())
-    cluster.kube.appwrappers[(NAMESPACE, "train")]["metadata"]["deletionTimestamp"] = (
-        "2026-11-23T00:00:00Z"
-    )
+    # The AppWrapper operator's finalizer holds it while it is torn down.
+    held = cluster.appwrappers()[(NAMESPACE, "train")]
+    held["metadata"]["finalizers"] = ["workload.codeflare.dev/finalizer"]
+    cluster.kube.store.update(APPWRAPPERS, held)
+    cluster.kube.store.delete(APPWRAPPERS, NAMESPACE, "train")
+    assert cluster.appwrappers()[(NAMESPACE, "train")]["metadata"]["deletionTimestamp"]
 
     result = await cluster.create(vcjob())
 
@@ -195,8 +169,9 @@ async def test_other_settings_from_an_earlier_policy_are_no_reason_to_refuse_or_
     cluster: Cluster,
 ) -> None:
     first = await cluster.create(vcjob())
-    stored = cluster.kube.appwrappers[(NAMESPACE, "train")]
+    stored = cluster.appwrappers()[(NAMESPACE, "train")]
     stored["metadata"]["annotations"][names.FAULT_TOLERANCE_PREFIX + "retryLimit"] = "9"
+    cluster.kube.store.update(APPWRAPPERS, stored)
 
     again = await cluster.create(vcjob())
 
@@ -209,14 +184,19 @@ async def test_what_the_cluster_would_refuse_later_is_refused_now_word_for_word(
     cluster: Cluster,
 ) -> None:
     refusal = "spec.queue: queue team-queue is Closed, cannot submit jobs"
-    cluster.kube.component_refusal = lambda obj: refusal if obj.get("kind") == "Job" else None
+    cluster.kube.add_validating_webhook(
+        "validatejob.volcano.sh",
+        lambda request: refusal if request["kind"]["kind"] == "Job" else None,
+    )
 
     result = await cluster.create(vcjob())
 
     assert not result.allowed
     assert refusal in result.message and "the AppWrapper would create" in result.message
     assert cluster.appwrappers() == {}
-    dry_run = cluster.kube.component_dry_runs[-1]
+    (dry_run_request,) = cluster.kube.requests_to("POST", "/namespaces/ml/jobs$")
+    assert dry_run_request.query.get("dryRun") == "All"
+    dry_run = dry_run_request.body
     # Judged exactly as the AppWrapper controller will create it, labelled so that autowrap's
     # own webhooks leave it alone.
     assert dry_run["metadata"]["labels"][names.APPWRAPPER_LABEL] == "train"

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from tests.support.cluster.cluster import FakeCluster
-from tests.support.cluster.resources import PODS
+from testbed.cluster.cluster import FakeCluster
+from testbed.cluster.resources import PODS
 from webhook.shell import informer as informer_module
 from webhook.shell.informer import Informer
 from webhook.shell.kube import ApiFailure, Gone, Kind, KubeClient

@@ -10,8 +10,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.hardening.scenarios import SNI, admission_request, encode, post, review
-from tests.server.harness import ALICE, NAMESPACE, Cluster
+from testbed.redirect import ALICE, NAMESPACE, Cluster
+from testbed.scenarios import SNI, admission_request, encode, post, review
 from tests.server.test_e2e import vcjob
 from webhook import engine, names
 from webhook.rules import size

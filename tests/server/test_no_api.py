@@ -15,11 +15,11 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.hardening.scenarios import admission_request, encode, post, review
-from tests.server.harness import REPO
+from testbed.pki import ServingPki
+from testbed.policies import in_mode
+from testbed.redirect import REPO
+from testbed.scenarios import admission_request, encode, post, review
 from tests.server.test_e2e import vcjob
-from tests.support.pki import ServingPki
-from tests.support.policies import in_mode
 from webhook import adoption, engine, names
 from webhook.shell import policyfiles, server
 

@@ -9,7 +9,7 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.server.harness import NAMESPACE, Cluster
+from testbed.redirect import NAMESPACE, Cluster
 from tests.server.test_e2e import vcjob
 
 

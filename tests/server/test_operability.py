@@ -14,7 +14,7 @@ import pytest
 from cryptography import x509
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.server.harness import Cluster
+from testbed.redirect import Cluster
 from tests.server.test_e2e import vcjob
 from webhook import __version__, cli
 from webhook.shell import certs, server

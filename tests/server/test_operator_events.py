@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
+from testbed.cluster.cluster import FakeCluster
+from testbed.cluster.resources import EVENTS
+from testbed.pki import ServingPki
+from testbed.redirect import webhook_configurations
 from tests.adopt.cluster import running_cluster
-from tests.server.harness import webhook_configurations
 from tests.server.test_self_managed import _args, install_empty_secret
-from tests.support.cluster.resources import EVENTS
-from tests.support.fakekube import FakeKube
-from tests.support.pki import ServingPki
 from webhook import names
 from webhook.shell import certs, opevents, selfmanaged, server
 
@@ -60,7 +60,7 @@ async def test_events_go_to_the_deployment_from_the_loop_and_from_threads(
 
 
 async def test_self_managed_renewal_and_cabundle_repair_raise_events(
-    recording: _Recording, fake_kube: FakeKube, fake_kubeconfig: Path, tmp_path: Path
+    recording: _Recording, fake_kube: FakeCluster, fake_kubeconfig: Path, tmp_path: Path
 ) -> None:
     for configuration in webhook_configurations():
         fake_kube.add_webhook_configuration(configuration)

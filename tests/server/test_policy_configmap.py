@@ -13,9 +13,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.server.harness import REPO, Cluster, start_cluster
-from tests.support.fakekube import FakeKube
-from tests.support.pki import ServingPki
+from testbed.cluster.cluster import FakeCluster
+from testbed.pki import ServingPki
+from testbed.redirect import REPO, Cluster, start_cluster
 from webhook import names, policy
 from webhook.shell import policyfiles, server
 
@@ -37,7 +37,7 @@ def _shipped() -> dict[str, str]:
 
 @pytest.fixture
 async def cluster_with_system(
-    webhook_pki: ServingPki, fake_kube: FakeKube, fake_kubeconfig: Path, tmp_path: Path
+    webhook_pki: ServingPki, fake_kube: FakeCluster, fake_kubeconfig: Path, tmp_path: Path
 ) -> AsyncIterator[Cluster]:
     started, stop = await start_cluster(
         webhook_pki, fake_kube, fake_kubeconfig, tmp_path,

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
+from testbed.cluster.resources import EVENTS, VCJOBS
+from testbed.pki import ServingPki
+from testbed.policies import in_mode
+from testbed.redirect import REPO
 from tests.adopt.cluster import ALICE, NAMESPACE, running_cluster, vcjob
-from tests.server.harness import REPO
-from tests.support.cluster.resources import EVENTS, VCJOBS
-from tests.support.pki import ServingPki
-from tests.support.policies import in_mode
 from webhook.shell import server
 
 MASTER_ADDR = "spec.tasks[0].template.spec.containers[0].env[0]"

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from tests.server.harness import webhook_configurations
-from tests.support.fakekube import FakeKube
+from testbed.cluster.cluster import FakeCluster
+from testbed.cluster.resources import SECRETS
+from testbed.redirect import webhook_configurations
 from webhook import names
 from webhook.shell import certs, selfmanaged
 from webhook.shell.kube import CertificateStore, sync_api_client
@@ -44,20 +45,20 @@ def install_empty_secret(kubeconfig: Path, namespace: str = names.SERVICE_NAMESP
         api_client.close()
 
 
-def _ca_bundles(fake: FakeKube) -> set[str]:
+def _ca_bundles(fake: FakeCluster) -> set[str]:
     return {
         hook["clientConfig"].get("caBundle", "")
-        for configuration in fake.webhook_configurations.values()
+        for configuration in fake.webhook_configurations()
         for hook in configuration["webhooks"]
     }
 
 
-def _secret_pem(fake: FakeKube, key: str) -> bytes:
-    return base64.b64decode(fake.secrets[(names.SERVICE_NAMESPACE, SECRET)]["data"][key])
+def _secret_pem(fake: FakeCluster, key: str) -> bytes:
+    return base64.b64decode(fake.objects(SECRETS)[(names.SERVICE_NAMESPACE, SECRET)]["data"][key])
 
 
 async def test_the_first_replica_fills_the_shipped_secret_and_points_every_webhook_at_its_ca(
-    fake_kube: FakeKube, fake_kubeconfig: Path, tmp_path: Path
+    fake_kube: FakeCluster, fake_kubeconfig: Path, tmp_path: Path
 ) -> None:
     for configuration in webhook_configurations():
         fake_kube.add_webhook_configuration(configuration)
@@ -83,7 +84,7 @@ async def test_the_first_replica_fills_the_shipped_secret_and_points_every_webho
 
 
 async def test_a_second_replica_reuses_the_secret_and_changes_nothing(
-    fake_kube: FakeKube, fake_kubeconfig: Path, tmp_path: Path
+    fake_kube: FakeCluster, fake_kubeconfig: Path, tmp_path: Path
 ) -> None:
     for configuration in webhook_configurations():
         fake_kube.add_webhook_configuration(configuration)
@@ -101,7 +102,7 @@ async def test_a_second_replica_reuses_the_secret_and_changes_nothing(
 
 
 async def test_a_serving_certificate_close_to_expiry_is_renewed_under_the_same_ca(
-    fake_kube: FakeKube, fake_kubeconfig: Path, tmp_path: Path
+    fake_kube: FakeCluster, fake_kubeconfig: Path, tmp_path: Path
 ) -> None:
     ca = certs.make_ca()
     old = certs.make_serving(ca, certs.dns_names(names.SERVICE_NAME, names.SERVICE_NAMESPACE),
@@ -131,7 +132,7 @@ async def test_a_serving_certificate_close_to_expiry_is_renewed_under_the_same_c
 
 
 async def test_a_missing_secret_is_an_install_error_and_nothing_is_created(
-    fake_kube: FakeKube, fake_kubeconfig: Path, tmp_path: Path
+    fake_kube: FakeCluster, fake_kubeconfig: Path, tmp_path: Path
 ) -> None:
     for configuration in webhook_configurations():
         fake_kube.add_webhook_configuration(configuration)
@@ -143,4 +144,4 @@ async def test_a_missing_secret_is_an_install_error_and_nothing_is_created(
     assert f"Secret {names.SERVICE_NAMESPACE}/{SECRET} not found" in message
     assert "re-apply" in message and "kubectl create secret" in message
     assert not fake_kube.requests_to("POST", "/secrets"), "autowrap has no create on Secrets"
-    assert (names.SERVICE_NAMESPACE, SECRET) not in fake_kube.secrets
+    assert (names.SERVICE_NAMESPACE, SECRET) not in fake_kube.objects(SECRETS)

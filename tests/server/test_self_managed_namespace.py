@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from tests.server.harness import webhook_configurations
+from testbed.cluster.cluster import FakeCluster
+from testbed.cluster.resources import SECRETS
+from testbed.redirect import webhook_configurations
 from tests.server.test_self_managed import install_empty_secret
-from tests.support.fakekube import FakeKube
 from webhook import cli, names
 from webhook.controller import own_namespace
 from webhook.shell import certs, selfmanaged
@@ -43,7 +44,7 @@ def test_service_name_from_the_environment_and_the_flag(monkeypatch: pytest.Monk
 
 
 async def test_the_certificate_follows_the_pod_namespace_and_service_name(
-    fake_kube: FakeKube,
+    fake_kube: FakeCluster,
     fake_kubeconfig: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -60,12 +61,13 @@ async def test_the_certificate_follows_the_pod_namespace_and_service_name(
         service_name="jobwrap",
     )
 
+    fake_kube.add_namespace("platform-webhooks")
     await asyncio.to_thread(install_empty_secret, fake_kubeconfig, "platform-webhooks")
     await asyncio.to_thread(selfmanaged.prepare, args)
 
-    assert ("platform-webhooks", SECRET) in fake_kube.secrets
-    assert (names.SERVICE_NAMESPACE, SECRET) not in fake_kube.secrets
-    stored = fake_kube.secrets[("platform-webhooks", SECRET)]["data"][certs.TLS_CERT]
+    assert ("platform-webhooks", SECRET) in fake_kube.objects(SECRETS)
+    assert (names.SERVICE_NAMESPACE, SECRET) not in fake_kube.objects(SECRETS)
+    stored = fake_kube.objects(SECRETS)[("platform-webhooks", SECRET)]["data"][certs.TLS_CERT]
     served = (tmp_path / certs.TLS_CERT).read_bytes()
     assert served == base64.b64decode(stored)
     dns = _dns_names(served)

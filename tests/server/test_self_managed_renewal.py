@@ -15,9 +15,10 @@ import pytest
 from cryptography import x509
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.server.harness import webhook_configurations
+from testbed.cluster.cluster import FakeCluster
+from testbed.cluster.resources import SECRETS
+from testbed.redirect import webhook_configurations
 from tests.server.test_self_managed import install_empty_secret
-from tests.support.fakekube import FakeKube
 from webhook import names
 from webhook.shell import certs, selfmanaged
 from webhook.shell.kube import CertificateStore, sync_api_client
@@ -45,10 +46,10 @@ def _cert_manager_secret(days: int = 90) -> dict[str, str]:
             certs.TLS_KEY: _b64(serving.key_pem)}  # fmt: skip
 
 
-def _ca_bundles(fake: FakeKube) -> set[str]:
+def _ca_bundles(fake: FakeCluster) -> set[str]:
     return {
         hook["clientConfig"].get("caBundle", "")
-        for configuration in fake.webhook_configurations.values()
+        for configuration in fake.webhook_configurations()
         for hook in configuration["webhooks"]
     }
 
@@ -69,7 +70,7 @@ class _Interleaved(CertificateStore):
 
 
 async def test_two_replicas_on_a_secret_without_ca_key_settle_on_one_ca(
-    fake_kube: FakeKube, fake_kubeconfig: Path
+    fake_kube: FakeCluster, fake_kubeconfig: Path
 ) -> None:
     api_client = sync_api_client(str(fake_kubeconfig))
     plain = CertificateStore(api_client)
@@ -86,7 +87,7 @@ async def test_two_replicas_on_a_secret_without_ca_key_settle_on_one_ca(
     )
     api_client.close()
 
-    stored = fake_kube.secrets[(NS, SECRET)]["data"]
+    stored = fake_kube.objects(SECRETS)[(NS, SECRET)]["data"]
     assert results["a"] == results["b"] == stored, "both replicas use what settled"
     assert certs.CA_KEY in stored
     first, late_put = fake_kube.requests_to("PUT", "/secrets/")
@@ -96,7 +97,7 @@ async def test_two_replicas_on_a_secret_without_ca_key_settle_on_one_ca(
 
 
 async def test_racing_replicas_point_every_webhook_at_the_one_ca_in_the_secret(
-    fake_kube: FakeKube, fake_kubeconfig: Path, tmp_path: Path
+    fake_kube: FakeCluster, fake_kubeconfig: Path, tmp_path: Path
 ) -> None:
     for configuration in webhook_configurations():
         fake_kube.add_webhook_configuration(configuration)
@@ -109,14 +110,14 @@ async def test_racing_replicas_point_every_webhook_at_the_one_ca_in_the_secret(
                                              _args(tmp_path / str(i), fake_kubeconfig))
                            for i in range(4)))  # fmt: skip
 
-    ca_pem = base64.b64decode(fake_kube.secrets[(NS, SECRET)]["data"][certs.CA_CERT])
+    ca_pem = base64.b64decode(fake_kube.objects(SECRETS)[(NS, SECRET)]["data"][certs.CA_CERT])
     assert _ca_bundles(fake_kube) == {certs.ca_bundle(ca_pem)}
     for i in range(4):
         assert (tmp_path / str(i) / certs.CA_CERT).read_bytes() == ca_pem
 
 
 async def test_two_replicas_on_the_shipped_empty_secret_keep_the_first_ca(
-    fake_kube: FakeKube, fake_kubeconfig: Path
+    fake_kube: FakeCluster, fake_kubeconfig: Path
 ) -> None:
     await asyncio.to_thread(install_empty_secret, fake_kubeconfig)
     api_client = sync_api_client(str(fake_kubeconfig))
@@ -133,9 +134,9 @@ async def test_two_replicas_on_the_shipped_empty_secret_keep_the_first_ca(
     )  # fmt: skip
     api_client.close()
 
-    assert results["a"] == results["b"] == fake_kube.secrets[(NS, SECRET)]["data"]
+    assert results["a"] == results["b"] == fake_kube.objects(SECRETS)[(NS, SECRET)]["data"]
     first, late_put = fake_kube.requests_to("PUT", "/secrets/")
-    assert first.body["data"] == fake_kube.secrets[(NS, SECRET)]["data"]
+    assert first.body["data"] == fake_kube.objects(SECRETS)[(NS, SECRET)]["data"]
     assert late_put.body["metadata"]["resourceVersion"], "a replace with a precondition"
     assert late_put.body["data"] != first.body["data"], "the late replica's CA was refused"
     assert len(fake_kube.requests_to("POST", "/secrets$")) == 1, "only the install's create"
@@ -158,7 +159,7 @@ def test_serving_certificates_are_issued_for_90_days_and_renewed_at_two_thirds()
 
 
 async def test_the_timer_renews_a_due_certificate_while_the_server_runs(
-    fake_kube: FakeKube, fake_kubeconfig: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    fake_kube: FakeCluster, fake_kubeconfig: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for configuration in webhook_configurations():
         fake_kube.add_webhook_configuration(configuration)
@@ -168,9 +169,11 @@ async def test_the_timer_renews_a_due_certificate_while_the_server_runs(
     # Time passes: the certificate in the Secret is now one with days to go.
     ca = certs.Pair(base64.b64decode(first[certs.CA_CERT]), base64.b64decode(first[certs.CA_KEY]))
     short = certs.make_serving(ca, certs.dns_names(names.SERVICE_NAME, NS), days=5)
-    fake_kube.secrets[(NS, SECRET)]["data"].update(
+    secret = fake_kube.objects(SECRETS)[(NS, SECRET)]
+    secret["data"].update(
         {certs.TLS_CERT: _b64(short.cert_pem), certs.TLS_KEY: _b64(short.key_pem)}
     )
+    fake_kube.store.update(SECRETS, secret)
     monkeypatch.setattr(selfmanaged, "next_check", lambda data, now=None: 0.01)
     renewal = selfmanaged.Renewal(args, first)
 
@@ -184,9 +187,9 @@ async def test_the_timer_renews_a_due_certificate_while_the_server_runs(
     on_disk = x509.load_pem_x509_certificate((tmp_path / certs.TLS_CERT).read_bytes())
     left = on_disk.not_valid_after_utc - datetime.datetime.now(datetime.UTC)
     assert left > datetime.timedelta(days=selfmanaged.SERVING_DAYS - 1)
-    assert fake_kube.secrets[(NS, SECRET)]["data"][certs.CA_CERT] == first[certs.CA_CERT]
+    assert fake_kube.objects(SECRETS)[(NS, SECRET)]["data"][certs.CA_CERT] == first[certs.CA_CERT]
     assert (tmp_path / certs.TLS_CERT).read_bytes() == base64.b64decode(
-        fake_kube.secrets[(NS, SECRET)]["data"][certs.TLS_CERT]
+        fake_kube.objects(SECRETS)[(NS, SECRET)]["data"][certs.TLS_CERT]
     )
     metrics = Metrics(in_flight=lambda: 0)
     metrics.follow_certificate(lambda: tmp_path / certs.TLS_CERT)
@@ -200,7 +203,7 @@ async def test_the_timer_renews_a_due_certificate_while_the_server_runs(
 
 
 async def test_a_blanked_serving_pair_is_reissued_under_the_ca_in_the_secret(
-    fake_kube: FakeKube, fake_kubeconfig: Path
+    fake_kube: FakeCluster, fake_kubeconfig: Path
 ) -> None:
     # Upgrading from a release that created the Secret itself: `kubectl apply` of the shipped,
     # empty Secret over it blanks tls.crt and tls.key and keeps ca.crt and ca.key.
@@ -219,4 +222,4 @@ async def test_a_blanked_serving_pair_is_reissued_under_the_ca_in_the_secret(
     assert settled[certs.CA_CERT] == blanked[certs.CA_CERT], "the caBundle stays"
     served = x509.load_pem_x509_certificate(base64.b64decode(settled[certs.TLS_CERT]))
     assert served.issuer == x509.load_pem_x509_certificate(ca.cert_pem).subject
-    assert fake_kube.secrets[(NS, SECRET)]["data"] == settled
+    assert fake_kube.objects(SECRETS)[(NS, SECRET)]["data"] == settled

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from tests.support.fakekube import FakeKube
-from tests.support.pki import ServingPki, service_dns_names, write_pki
+from testbed import redirect
+from testbed.cluster.cluster import FakeCluster, for_autowrap
+from testbed.pki import ServingPki, service_dns_names, write_pki
 
 LOOPBACK = "127.0.0.1"
 
@@ -67,9 +68,10 @@ async def tls_server(webhook_pki: ServingPki) -> AsyncIterator[TlsServerFactory]
 
 
 @pytest.fixture
-async def fake_kube() -> AsyncIterator[FakeKube]:
-    """A running fake Kubernetes API on loopback, stopped after the test."""
-    fake = FakeKube()
+async def fake_kube() -> AsyncIterator[FakeCluster]:
+    """A running fake cluster on loopback as autowrap meets it (``for_autowrap``), stopped after
+    the test."""
+    fake = for_autowrap()
     await fake.start()
     try:
         yield fake
@@ -78,6 +80,25 @@ async def fake_kube() -> AsyncIterator[FakeKube]:
 
 
 @pytest.fixture
-def fake_kubeconfig(fake_kube: FakeKube, tmp_path: Path) -> Path:
+def fake_kubeconfig(fake_kube: FakeCluster, tmp_path: Path) -> Path:
     """A kubeconfig pointing at ``fake_kube`` with its bearer token."""
     return fake_kube.write_kubeconfig(tmp_path / "kubeconfig")
+
+
+@pytest.fixture
+async def cluster(
+    webhook_pki: ServingPki, fake_kube: FakeCluster, fake_kubeconfig: Path, tmp_path: Path
+) -> AsyncIterator[redirect.Cluster]:
+    """autowrap serving redirect mode behind the apiserver emulator (testbed/redirect.py)."""
+    started, stop = await redirect.start_cluster(webhook_pki, fake_kube, fake_kubeconfig, tmp_path)
+    try:
+        yield started
+    finally:
+        await stop()
+    # Redirect mode creates AppWrappers only; what they wrap it only ever dry-runs.
+    created = [
+        r.path
+        for r in fake_kube.requests
+        if r.method == "POST" and redirect.COMPONENTS.search(r.path) and "dryRun" not in r.query
+    ]
+    assert created == [], f"autowrap created the components themselves: {created}"

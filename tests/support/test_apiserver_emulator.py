@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from tests import schemas
-from tests.support.apiserver import (
+from testbed import schemas
+from testbed.apiserver import (
     ApiserverEmulator,
     MatchConditionNotEmulated,
     UserInfo,
@@ -28,11 +28,11 @@ from tests.support.apiserver import (
     resource_info,
     status_json,
 )
-from tests.support.cluster.cluster import FakeCluster
-from tests.support.cluster.resources import VCJOBS
-from tests.support.cluster.store import ApiError, Store
+from testbed.cluster.cluster import FakeCluster
+from testbed.cluster.resources import VCJOBS
+from testbed.cluster.store import ApiError, Store
+from testbed.pki import CertificateAuthority, ServingPki, server_ssl_context, write_pki
 from tests.support.fixtures import Listener, TlsServerFactory
-from tests.support.pki import CertificateAuthority, ServingPki, server_ssl_context, write_pki
 from webhook.names import SERVICE_NAME, SERVICE_NAMESPACE
 
 JsonDict = dict[str, Any]

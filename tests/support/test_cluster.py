@@ -9,15 +9,19 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from kubernetes.aio import client
 from kubernetes.aio.client.exceptions import ApiException
 from kubernetes.aio.config.kube_config import new_client_from_config
 from kubernetes.aio.watch import Watch
 
-from tests.support.cluster import resources as r
-from tests.support.cluster.cluster import FakeCluster
-from tests.support.cluster.store import ApiError, Store
+from testbed.apiserver import UserInfo
+from testbed.cluster import resources as r
+from testbed.cluster.cluster import FakeCluster, for_autowrap
+from testbed.cluster.common import parse_label_selector, sanitize_label, service_account_user
+from testbed.cluster.store import ApiError, Store
+from webhook.names import SERVICE_NAMESPACE
 
 Obj = dict[str, Any]
 
@@ -579,6 +583,217 @@ async def test_http_fault_injection(api: client.ApiClient, cluster: FakeCluster)
     assert (await core.create_namespaced_pod("default", pod("f"))).metadata.name == "f"
 
 
+@pytest.mark.parametrize(
+    ("status", "reason"),
+    [(500, "InternalError"), (403, "Forbidden"), (409, "Conflict"), (429, "TooManyRequests"),
+     (503, "ServiceUnavailable")],
+)  # fmt: skip
+async def test_http_injected_statuses_come_with_a_status_body(
+    api: client.ApiClient, cluster: FakeCluster, status: int, reason: str
+) -> None:
+    fault = cluster.inject("POST", r"/pods$", status=status)
+    core = client.CoreV1Api(api)
+    with pytest.raises(ApiException) as err:
+        await core.create_namespaced_pod("default", pod("f"))
+    body = json.loads(err.value.body)
+    assert (err.value.status, body["kind"], body["reason"]) == (status, "Status", reason)
+    if status == 429:
+        assert (err.value.headers or {})["Retry-After"] == "1"
+        assert body["details"]["retryAfterSeconds"] == 1
+    assert fault.hits == 1 and cluster.store.get(r.PODS, "default", "f") is None
+    assert await core.create_namespaced_pod("default", pod("f"))  # times=1: served next time
+
+
+async def test_http_an_after_effect_fault_stores_then_fails(
+    api: client.ApiClient, cluster: FakeCluster
+) -> None:
+    cluster.inject("POST", r"/pods$", status=504, after_effect=True)
+    with pytest.raises(ApiException) as err:
+        await client.CoreV1Api(api).create_namespaced_pod("default", pod("f"))
+    assert err.value.status == 504
+    assert cluster.store.get(r.PODS, "default", "f") is not None
+
+
+async def test_http_a_dropped_connection_gets_no_response_after_the_write(
+    api: client.ApiClient, cluster: FakeCluster
+) -> None:
+    cluster.inject("POST", r"/pods$", status=None, drop_connection=True, after_effect=True)
+    with pytest.raises(aiohttp.ClientError):
+        await client.CoreV1Api(api).create_namespaced_pod("default", pod("f"))
+    assert cluster.store.get(r.PODS, "default", "f") is not None
+
+
+async def test_http_a_fault_without_status_only_delays_and_times_none_repeats(
+    api: client.ApiClient, cluster: FakeCluster
+) -> None:
+    fault = cluster.inject("GET", r"/namespaces$", status=None, delay=0.2, times=None)
+    core = client.CoreV1Api(api)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await core.list_namespace()
+    await core.list_namespace()
+    assert loop.time() - started >= 0.4 and fault.hits == 2
+    cluster.clear_faults()
+    assert cluster.faults == []
+
+
+async def test_http_a_stopped_cluster_refuses_connections_and_keeps_its_state(
+    api: client.ApiClient, cluster: FakeCluster
+) -> None:
+    core = client.CoreV1Api(api)
+    await core.create_namespaced_pod("default", pod("kept"))
+    port = cluster.port
+    await cluster.stop()
+    with pytest.raises(aiohttp.ClientError):
+        await core.list_namespace()
+    await cluster.start()
+    assert cluster.port == port
+    with pytest.raises(ApiException) as err:
+        await core.create_namespaced_pod("default", pod("kept"))
+    assert err.value.status == 409
+
+
+async def test_http_impersonation_headers_change_who_acts(
+    api: client.ApiClient, cluster: FakeCluster
+) -> None:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            f"{cluster.url}/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            json={"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+            headers=[("Authorization", f"Bearer {cluster.token}"), ("Impersonate-User", "bob"),
+                     ("Impersonate-Uid", "u-1"), ("Impersonate-Group", "ml-team"),
+                     ("Impersonate-Group", "system:authenticated")],
+        ) as response,
+    ):  # fmt: skip
+        review = await response.json()
+    assert response.status == 201
+    assert review["status"]["userInfo"] == {
+        "username": "bob", "uid": "u-1", "groups": ["ml-team", "system:authenticated"]
+    }  # fmt: skip
+    assert cluster.requests[-1].impersonated_user == "bob"
+
+
+async def test_http_token_reviews_authenticate_as_requests_do_and_url_reviews_follow_rules(
+    api: client.ApiClient, cluster: FakeCluster
+) -> None:
+    prometheus = UserInfo(username="system:serviceaccount:monitoring:prometheus", uid="p-1")
+    cluster.users["prom-token"] = prometheus
+    cluster.default_allow = False
+    cluster.allow(prometheus.username, verb="get", path="/metrics")
+    authn, authz = client.AuthenticationV1Api(api), client.AuthorizationV1Api(api)
+
+    def token_review(token: str) -> client.V1TokenReview:
+        return client.V1TokenReview(spec=client.V1TokenReviewSpec(token=token))
+
+    known = await authn.create_token_review(token_review("prom-token"))
+    unknown = await authn.create_token_review(token_review("made-up"))
+    assert known.status.authenticated and known.status.user.username == prometheus.username
+    assert known.status.user.uid == "p-1"
+    assert not unknown.status.authenticated and cluster.token_reviews == 2
+
+    def url_review(user: str, path: str = "/metrics") -> client.V1SubjectAccessReview:
+        return client.V1SubjectAccessReview(spec=client.V1SubjectAccessReviewSpec(
+            user=user, non_resource_attributes=client.V1NonResourceAttributes(
+                path=path, verb="get")))  # fmt: skip
+
+    def resource_review(user: str) -> client.V1SubjectAccessReview:
+        return client.V1SubjectAccessReview(spec=client.V1SubjectAccessReviewSpec(
+            user=user, resource_attributes=client.V1ResourceAttributes(
+                verb="get", resource="pods", namespace="default")))  # fmt: skip
+
+    allowed = await authz.create_subject_access_review(url_review(prometheus.username))
+    other_path = await authz.create_subject_access_review(url_review(prometheus.username, "/x"))
+    nosy = await authz.create_subject_access_review(url_review("nosy"))
+    # A URL rule grants no resource, as RBAC keeps nonResourceURLs and resources apart.
+    pods = await authz.create_subject_access_review(resource_review(prometheus.username))
+    assert allowed.status.allowed
+    assert not other_path.status.allowed and not nosy.status.allowed and not pods.status.allowed
+    assert nosy.status.reason == 'no rule allows user "nosy" to get /metrics'
+    assert pods.status.reason == (
+        'no rule allows user "system:serviceaccount:monitoring:prometheus" to get pods in '
+        'namespace "default"'
+    )
+
+
+async def test_http_webhook_configurations_take_json_patches(
+    api: client.ApiClient, cluster: FakeCluster
+) -> None:
+    hook = {"name": "v.example.com", "clientConfig": {"caBundle": ""}, "sideEffects": "None",
+            "admissionReviewVersions": ["v1"]}  # fmt: skip
+    cluster.add_webhook_configuration(
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+         "metadata": {"name": "v"}, "webhooks": [hook]}
+    )  # fmt: skip
+    admission = client.AdmissionregistrationV1Api(api)
+    await admission.patch_validating_webhook_configuration(
+        "v", [{"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": "Q0E="}]
+    )
+    (stored,) = cluster.webhook_configurations()
+    assert stored["webhooks"][0]["clientConfig"]["caBundle"] == "Q0E="
+    with pytest.raises(ValueError, match="not a webhook configuration"):
+        cluster.add_webhook_configuration({"apiVersion": "v1", "kind": "ConfigMap"})
+
+
+async def test_http_the_request_log_can_be_bounded(tmp_path: Path) -> None:
+    async with FakeCluster(keep_requests=2) as fake:
+        kubeconfig = fake.write_kubeconfig(tmp_path / "kubeconfig")
+        async with await new_client_from_config(
+            config_file=str(kubeconfig), persist_config=False
+        ) as bounded:
+            for _ in range(3):
+                await client.CoreV1Api(bounded).list_namespace()
+        assert len(fake.requests) == 2
+
+
+async def test_for_autowrap_is_autowraps_service_account_under_deny_by_default(
+    tmp_path: Path,
+) -> None:
+    async with for_autowrap() as fake:
+        kubeconfig = fake.write_kubeconfig(tmp_path / "kubeconfig")
+        async with await new_client_from_config(
+            config_file=str(kubeconfig), persist_config=False
+        ) as sa:
+            me = await client.AuthenticationV1Api(sa).create_self_subject_review(
+                client.V1SelfSubjectReview()
+            )
+            review = await client.AuthorizationV1Api(sa).create_subject_access_review(
+                client.V1SubjectAccessReview(spec=client.V1SubjectAccessReviewSpec(
+                    user="alice", resource_attributes=client.V1ResourceAttributes(
+                        verb="create", resource="pods", namespace="default")))
+            )  # fmt: skip
+        fake.add_local_queue("default", "team-queue")
+        assert me.status.user_info.username == service_account_user().username
+        assert not review.status.allowed
+        assert fake.store.get(r.NAMESPACES, None, SERVICE_NAMESPACE) is not None
+        queue = fake.store.get(r.LOCALQUEUES, "default", "team-queue")
+        assert queue is not None and queue["spec"]["clusterQueue"] == "cluster-queue"
+
+
+def test_label_selectors_parse_into_match_expressions() -> None:
+    assert parse_label_selector("a=b, c!=d,e,!f,g in (x, y),h notin (z)") == {
+        "matchLabels": {"a": "b"},
+        "matchExpressions": [
+            {"key": "c", "operator": "NotIn", "values": ["d"]},
+            {"key": "e", "operator": "Exists"},
+            {"key": "f", "operator": "DoesNotExist"},
+            {"key": "g", "operator": "In", "values": ["x", "y"]},
+            {"key": "h", "operator": "NotIn", "values": ["z"]},
+        ],
+    }
+
+
+@pytest.mark.parametrize(
+    ("value", "label"),
+    [("system:serviceaccount:ns:sa", "system_serviceaccount_ns_sa"), ("-a@b.c-", "a_b.c"),
+     ("x" * 70, "x" * 63)],
+)  # fmt: skip
+def test_usernames_become_labels_as_the_appwrapper_operator_sanitizes_them(
+    value: str, label: str
+) -> None:
+    assert sanitize_label(value) == label
+
+
 async def test_front_door_in_process_webhook_denies_and_sees_updates() -> None:
     seen: list[str] = []
 
@@ -608,8 +823,8 @@ async def test_front_door_in_process_webhook_denies_and_sees_updates() -> None:
 async def autowrap(
     webhook_pki: Any, fake_kube: Any, fake_kubeconfig: Path, tmp_path: Path
 ) -> AsyncIterator[Any]:
-    """autowrap's real server behind the apiserver emulator (tests/server/harness.py)."""
-    from tests.server.harness import start_cluster
+    """autowrap's real server behind the apiserver emulator (testbed/redirect.py)."""
+    from testbed.redirect import start_cluster
 
     started, stop = await start_cluster(webhook_pki, fake_kube, fake_kubeconfig, tmp_path)
     try:
@@ -619,7 +834,7 @@ async def autowrap(
 
 
 async def test_front_door_calls_the_real_webhook_with_the_user(autowrap: Any) -> None:
-    from tests.server.harness import ALICE, NAMESPACE, QUEUE
+    from testbed.redirect import ALICE, NAMESPACE, QUEUE
     from webhook import names
 
     async with FakeCluster(emulator=autowrap.emulator) as fake:

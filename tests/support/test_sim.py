@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.cluster.cluster import FakeCluster
-from tests.support.cluster.resources import (
+from testbed.cluster.cluster import FakeCluster
+from testbed.cluster.resources import (
     APPWRAPPERS,
     CONFIGMAPS,
     EVENTS,
@@ -24,8 +24,8 @@ from tests.support.cluster.resources import (
     VCJOBS,
     Resource,
 )
-from tests.support.cluster.store import ApiError
-from tests.support.sim import (
+from testbed.cluster.store import ApiError
+from testbed.sim import (
     NotAdmissible,
     SettleError,
     SimulatorFailed,
@@ -33,10 +33,10 @@ from tests.support.sim import (
     resolved_env,
     simulated,
 )
-from tests.support.sim.appwrapper import AW_LABEL, FINALIZER
-from tests.support.sim.kueue import GATED_BY, PODSET_LABEL, QUEUE_LABEL
-from tests.support.sim.objects import JsonDict, condition, controller_of
-from tests.support.sim.volcano import FROZEN_MESSAGE, defaulted, podgroup_name
+from testbed.sim.appwrapper import AW_LABEL, FINALIZER
+from testbed.sim.kueue import GATED_BY, PODSET_LABEL, QUEUE_LABEL
+from testbed.sim.objects import JsonDict, condition, controller_of
+from testbed.sim.volcano import FROZEN_MESSAGE, defaulted, podgroup_name
 
 NS = "team-a"
 GATE = "autowrap.io/admission"

@@ -25,18 +25,18 @@ from typing import Any
 
 import yaml
 
-from tests import schemas
-from tests.support.apiserver import (
+from testbed import schemas
+from testbed.apiserver import (
     METADATA_NAME_LABEL,
     generate_name,
     rfc3339_now,
     selector_matches,
     status_json,
 )
-from tests.support.cluster import fields as managed
-from tests.support.cluster import patches
-from tests.support.cluster.resources import ALL, NAMESPACES, PODS, Resource, find
-from tests.support.fakekube import parse_label_selector
+from testbed.cluster import fields as managed
+from testbed.cluster import patches
+from testbed.cluster.common import parse_label_selector
+from testbed.cluster.resources import ALL, NAMESPACES, PODS, Resource, find
 
 JsonDict = dict[str, Any]
 WriteCallback = Callable[[str, Resource, JsonDict, JsonDict | None], None]

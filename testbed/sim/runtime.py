@@ -2,7 +2,7 @@
 
 Real controllers are level-triggered: a reconcile reads what is stored and moves it one step,
 whatever event woke it. The simulators follow that rule, which is what lets
-:meth:`tests.support.sim.Simulators.settle` work without sleeps: it re-queues every object
+:meth:`testbed.sim.Simulators.settle` work without sleeps: it re-queues every object
 (an informer resync) and repeats until a whole round writes nothing.
 
 Writes go through :class:`FakeCluster` as the controller's own identity, so they pass the same
@@ -17,12 +17,12 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, ClassVar, TypeVar
 
-from tests.support.apiserver import UserInfo
-from tests.support.cluster.cluster import FakeCluster
-from tests.support.cluster.resources import EVENTS, Resource
-from tests.support.cluster.store import ApiError
-from tests.support.fakekube import service_account_user
-from tests.support.sim.objects import JsonDict, Key, key_of, meta, now
+from testbed.apiserver import UserInfo
+from testbed.cluster.cluster import FakeCluster
+from testbed.cluster.common import service_account_user
+from testbed.cluster.resources import EVENTS, Resource
+from testbed.cluster.store import ApiError
+from testbed.sim.objects import JsonDict, Key, key_of, meta, now
 
 KeyMapper = Callable[[JsonDict], Iterable[Key]]
 T = TypeVar("T")

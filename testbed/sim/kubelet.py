@@ -24,11 +24,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from tests.support.apiserver import UserInfo
-from tests.support.cluster.cluster import FakeCluster
-from tests.support.cluster.resources import CONFIGMAPS, PODS, SECRETS
-from tests.support.cluster.store import Store
-from tests.support.sim.objects import (
+from testbed.apiserver import UserInfo
+from testbed.cluster.cluster import FakeCluster
+from testbed.cluster.resources import CONFIGMAPS, PODS, SECRETS
+from testbed.cluster.store import Store
+from testbed.sim.objects import (
     JsonDict,
     Key,
     annotations_of,
@@ -38,7 +38,7 @@ from tests.support.sim.objects import (
     now,
     set_condition,
 )
-from tests.support.sim.runtime import Simulator, retry_on_conflict
+from testbed.sim.runtime import Simulator, retry_on_conflict
 
 SCHEDULER = UserInfo(username="system:kube-scheduler", groups=("system:authenticated",))
 TERMINAL = ("Succeeded", "Failed")

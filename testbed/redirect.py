@@ -1,34 +1,36 @@
 """A cluster on loopback for end-to-end tests: the real autowrap server, the apiserver
 emulator configured from the *rendered* ``deploy/`` webhook configurations, and the fake
-Kubernetes API, which sends AppWrapper creates back through the emulator as kube-apiserver
-would (so autowrap's own AppWrapper webhooks run on what its wrap creates)."""
+cluster, which sends every write of autowrap's (its AppWrapper creates, its components' dry
+runs) through the emulator as kube-apiserver would (so autowrap's own webhooks run on what its
+wrap creates)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from tests.support.apiserver import AdmissionResult, ApiserverEmulator, UserInfo
-from tests.support.fakekube import FakeKube
-from tests.support.pki import ServingPki
-from tests.support.policies import in_mode
+from testbed.apiserver import AdmissionResult, ApiserverEmulator, UserInfo
+from testbed.cluster.cluster import FakeCluster
+from testbed.pki import ServingPki
+from testbed.policies import in_mode
 from webhook import names
 from webhook.shell import server
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 NAMESPACE = "ml"
 QUEUE = "team-queue"
 ALICE = UserInfo(username="alice", groups=("system:authenticated",))
 MALLORY = UserInfo(username="mallory", groups=("system:authenticated",))
 
 Obj = dict[str, Any]
+# What an AppWrapper creates: redirect mode only ever dry-runs these.
+COMPONENTS = re.compile(r"/namespaces/[^/]+/(jobs|pods|services)$")
 
 
 @cache
@@ -36,6 +38,8 @@ def webhook_configurations() -> tuple[Obj, ...]:
     """The Mutating/ValidatingWebhookConfigurations exactly as `kubectl apply -k` would create."""
     kubectl = shutil.which("kubectl")
     if kubectl is None:
+        import pytest  # only to skip the test that needs it
+
         pytest.skip("kubectl is not installed: cannot render deploy/ for the apiserver emulator")
     import yaml
 
@@ -51,6 +55,8 @@ def webhook_configurations() -> tuple[Obj, ...]:
 
 def cel_predicates(configurations: tuple[Obj, ...]) -> dict[str, Callable[[Obj], bool]]:
     """Each matchConditions expression, evaluated with cel-python over the request's object."""
+    import pytest  # only to skip the test that needs it
+
     celpy = pytest.importorskip("celpy", reason="cel-python evaluates the matchConditions")
     env = celpy.Environment()
     predicates: dict[str, Callable[[Obj], bool]] = {}
@@ -79,7 +85,7 @@ def cel_predicates(configurations: tuple[Obj, ...]) -> dict[str, Callable[[Obj],
 @dataclass
 class Cluster:
     emulator: ApiserverEmulator
-    kube: FakeKube
+    kube: FakeCluster
     running: server.Running
     cert_dir: Path
     policy_dir: Path
@@ -95,7 +101,7 @@ class Cluster:
         return await self.emulator.create(obj, user=user, dry_run=dry_run)
 
     def appwrappers(self) -> dict[tuple[str, str], Obj]:
-        return dict(self.kube.appwrappers)
+        return self.kube.appwrappers()
 
     async def create_appwrapper_as(self, username: str, obj: Obj) -> Obj:
         """Another user's ``kubectl create`` of an AppWrapper, through the fake API's HTTP."""
@@ -119,7 +125,7 @@ class Cluster:
 
 async def start_cluster(
     pki: ServingPki,
-    kube: FakeKube,
+    kube: FakeCluster,
     kubeconfig: Path,
     tmp_path: Path,
     *,
@@ -130,8 +136,7 @@ async def start_cluster(
     cert_dir.mkdir()
     for source in (pki.cert_path, pki.key_path, pki.ca_path):
         shutil.copy(source, cert_dir / source.name)
-    # This harness serves redirect mode (SPEC section 6) on the older endpoint-by-endpoint fake
-    # API; adopt mode runs on tests/support/cluster.
+    # This harness serves redirect mode (SPEC section 6); adopt mode has tests/adopt/harness.py.
     policy_dir = in_mode(policies, tmp_path / "policies", "Redirect")
     options = server.Options(
         host="127.0.0.1", port=0, metrics_port=0, cert_dir=cert_dir, policy_path=policy_dir,
@@ -154,17 +159,43 @@ async def start_cluster(
         kube.add_local_queue(ns, QUEUE)
         kube.allow(ALICE.username, verb="create", group=names.APPWRAPPER_GROUP,
                    resource=names.APPWRAPPER_PLURAL, namespace=ns)  # fmt: skip
-    kube.admit_appwrappers_with(emulator)
+    kube.admit_with(emulator)
     cluster = Cluster(emulator, kube, running, cert_dir, policy_dir, pki)
     return cluster, running.drain
 
 
-@pytest.fixture
-async def cluster(
-    webhook_pki: ServingPki, fake_kube: FakeKube, fake_kubeconfig: Path, tmp_path: Path
-) -> AsyncIterator[Cluster]:
-    started, stop = await start_cluster(webhook_pki, fake_kube, fake_kubeconfig, tmp_path)
-    try:
-        yield started
-    finally:
-        await stop()
+# --- what users create ------------------------------------------------------------------------
+
+
+def _container() -> Obj:
+    return {"name": "trainer", "image": "torch:2.4", "resources": {"limits": {"nvidia.com/gpu": 8}}}
+
+
+def vcjob(name: str = "train", *, workers: int = 3, labels: dict[str, str] | None = None) -> Obj:
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "labels": labels if labels is not None else {names.QUEUE_LABEL: QUEUE},
+        },
+        "spec": {
+            "tasks": [
+                {"name": "master", "replicas": 1,
+                 "template": {"spec": {"restartPolicy": "Never", "containers": [_container()]}}},
+                {"name": "worker", "replicas": workers,
+                 "template": {"spec": {"restartPolicy": "Never", "containers": [_container()]}}},
+            ]
+        },
+    }  # fmt: skip
+
+
+def pod(name: str = "notebook") -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {names.WRAP_LABEL: "true",
+                                                                     names.QUEUE_LABEL: QUEUE}},
+        "spec": {"containers": [{"name": "main", "image": "torch:2.4"}]},
+    }  # fmt: skip

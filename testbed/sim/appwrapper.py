@@ -31,11 +31,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from tests.support.cluster import resources
-from tests.support.cluster.cluster import FakeCluster
-from tests.support.cluster.resources import APPWRAPPERS, PODS, VCJOBS, Resource
-from tests.support.cluster.store import ApiError
-from tests.support.sim.objects import (
+from testbed.cluster import resources
+from testbed.cluster.cluster import FakeCluster
+from testbed.cluster.resources import APPWRAPPERS, PODS, VCJOBS, Resource
+from testbed.cluster.store import ApiError
+from testbed.sim.objects import (
     JsonDict,
     Key,
     condition,
@@ -46,7 +46,7 @@ from tests.support.sim.objects import (
     meta,
     set_condition,
 )
-from tests.support.sim.runtime import KeyMapper, Simulator, by_label, by_owner, sa, same_key
+from testbed.sim.runtime import KeyMapper, Simulator, by_label, by_owner, sa, same_key
 
 CONTROLLER = sa("appwrapper-system", "appwrapper-controller-manager")
 AW_LABEL = "workload.codeflare.dev/appwrapper"

@@ -29,10 +29,10 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tests.support.cluster.cluster import FakeCluster
-from tests.support.cluster.resources import APPWRAPPERS, LOCALQUEUES, WORKLOADS, Resource
-from tests.support.sim.appwrapper import pod_sets, replicas, value_at_path
-from tests.support.sim.objects import (
+from testbed.cluster.cluster import FakeCluster
+from testbed.cluster.resources import APPWRAPPERS, LOCALQUEUES, WORKLOADS, Resource
+from testbed.sim.appwrapper import pod_sets, replicas, value_at_path
+from testbed.sim.objects import (
     JsonDict,
     Key,
     annotations_of,
@@ -44,7 +44,7 @@ from tests.support.sim.objects import (
     meta,
     set_condition,
 )
-from tests.support.sim.runtime import (
+from testbed.sim.runtime import (
     KeyMapper,
     Simulator,
     by_owner,

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import pytest
 import yaml
 
 CRD_DIR = Path(__file__).resolve().parents[2] / "shared" / "crds"
@@ -26,7 +25,11 @@ EMBEDDED = {("batch.volcano.sh/v1alpha1", "Job"): VOLCANO_JOB_CRD}
 
 
 def _require_crds() -> None:
+    """In a test, a skip with the reason (pytest is imported only then: the benches import
+    this module without it)."""
     if not CRD_DIR.is_dir():
+        import pytest
+
         pytest.skip(f"upstream CRDs not found at {CRD_DIR}; schema checks need ../shared/crds")
 
 

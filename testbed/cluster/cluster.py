@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import collections
 import contextlib
 import copy
 import json
@@ -33,7 +34,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from tests.support.apiserver import (
+from testbed.apiserver import (
     MAX_REQUEST_BODY_BYTES,
     ApiserverEmulator,
     InProcessValidator,
@@ -41,19 +42,35 @@ from tests.support.apiserver import (
     request_entity_too_large,
     status_json,
 )
-from tests.support.apiserver import generate_name as _generate_name
-from tests.support.cluster import fields as managed
-from tests.support.cluster import patches
-from tests.support.cluster.resources import ALL, NAMESPACES, PODS, SERVICES, Resource
-from tests.support.cluster.store import ApiError, JsonDict, Store, bad_request
-from tests.support.fakekube import (
+from testbed.apiserver import generate_name as _generate_name
+from testbed.cluster import fields as managed
+from testbed.cluster import patches
+from testbed.cluster.common import (
+    DEFAULT_TOKEN,
     AccessRule,
-    FakeKube,
     RecordedRequest,
     sanitize_label,
+    service_account_user,
     write_kubeconfig,
 )
-from webhook.names import APPWRAPPER_GROUP, APPWRAPPER_USER_LABEL, APPWRAPPER_USERID_LABEL
+from testbed.cluster.resources import (
+    ALL,
+    APPWRAPPERS,
+    LOCALQUEUES,
+    NAMESPACES,
+    PODS,
+    SERVICES,
+    WEBHOOK_CONFIGURATIONS,
+    Resource,
+    find,
+)
+from testbed.cluster.store import ApiError, JsonDict, Store, bad_request
+from webhook.names import (
+    APPWRAPPER_GROUP,
+    APPWRAPPER_USER_LABEL,
+    APPWRAPPER_USERID_LABEL,
+    SERVICE_NAMESPACE,
+)
 
 ADMIN = UserInfo(username="kubernetes-admin", groups=("system:masters", "system:authenticated"))
 AUTHORIZATION = "authorization.k8s.io"
@@ -64,21 +81,33 @@ DEFAULT_BOOKMARK_INTERVAL = 1.0
 _USER = web.RequestKey("user", UserInfo)
 # Stores with ReturnDeletedObject (pod, service and namespace REST); others answer a Status.
 _RETURNS_DELETED = (PODS, SERVICES, NAMESPACES)
+# The messages of the apiserver's own errors for these codes (k8s.io/apimachinery
+# pkg/api/errors/errors.go NewTooManyRequests, NewInternalError, NewServiceUnavailable,
+# NewTimeoutError, NewUnauthorized, NewForbidden, NewConflict at 24a394e5).
 _DEFAULT_FAULT_MESSAGES = {
+    400: "the server rejected our request for an unknown reason",
+    401: "Unauthorized",
+    403: "forbidden: injected fault",
+    404: NOT_FOUND_MESSAGE,
     409: "Operation cannot be fulfilled: injected conflict",
     429: "the server has received too many requests and has asked us to try again later",
     500: "Internal error occurred: injected fault",
     503: "the server is currently unable to handle the request",
+    504: "the server was unable to return a response in the time allotted",
 }
 
 
 @dataclass
 class Fault:
-    """An injected failure answered instead of the real request; ``hits`` counts firings."""
+    """An injected failure; ``hits`` counts firings.
+
+    ``status`` is answered instead of the request (None: the request is served, slowed by
+    ``delay`` or cut by ``drop_connection``). ``after_effect``: the request is served first
+    and the failure replaces its answer, a write whose response was lost."""
 
     method: str
     path_regex: re.Pattern[str]
-    status: int
+    status: int | None
     times: int | None
     message: str | None
     hits: int = 0
@@ -87,6 +116,11 @@ class Fault:
     hold: asyncio.Event | None = None
     # Only requests whose JSON body, written compactly (no spaces), contains this text.
     body_contains: bytes | None = None
+    delay: float = 0.0
+    drop_connection: bool = False
+    after_effect: bool = False
+    reason: str | None = None
+    retry_after: int = 1
 
     def matches(self, method: str, path: str, raw: bytes = b"") -> bool:
         if self.times is not None and self.hits >= self.times:
@@ -187,35 +221,47 @@ class FakeCluster:
         self,
         *,
         emulator: ApiserverEmulator | None = None,
-        token: str = "fake-token",
+        token: str = DEFAULT_TOKEN,
         users: Mapping[str, UserInfo] | None = None,
         resources: Sequence[Resource] = ALL,
         store: Store | None = None,
         bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL,
         host: str = "127.0.0.1",
+        default_allow: bool = True,
+        keep_requests: int | None = None,
     ) -> None:
+        """``users`` maps bearer tokens to who they authenticate as (``token`` is ADMIN unless
+        listed); ``default_allow=False`` makes the authorizer deny what no rule allows, as RBAC
+        does; ``keep_requests`` bounds the request log to the newest N (for long runs)."""
         self.store = store or Store(resources)
-        self.emulator = emulator
+        self.emulator: ApiserverEmulator | None = None
         self.token = token
         self.users: dict[str, UserInfo] = {token: ADMIN, **(users or {})}
         self.bookmark_interval = bookmark_interval
         self.host = host
         self.port = 0
-        self.requests: list[RecordedRequest] = []
+        self.requests: collections.deque[RecordedRequest] = collections.deque(maxlen=keep_requests)
         self.faults: list[Fault] = []
         self.access_rules: list[AccessRule] = []
-        self.default_allow = True
+        self.default_allow = default_allow
         self.sars: list[JsonDict] = []
+        self.token_reviews = 0
         self.validators: list[InProcessValidator] = []
         # The AppWrapper operator's mutating webhook is installed: every AppWrapper create gets
         # the requester's user and userid labels. False: a cluster where only Kueue's is.
         self.appwrapper_operator_webhook = True
         self._runner: web.AppRunner | None = None
         self._streams: set[asyncio.Task[Any]] = set()
+        self.store.on_write(self._sync_namespace)
         if emulator is not None:
-            for ns in self.store.list(NAMESPACES):
-                emulator.set_namespace(ns["metadata"]["name"], ns["metadata"].get("labels"))
-            self.store.on_write(self._sync_namespace)
+            self.admit_with(emulator)
+
+    def admit_with(self, emulator: ApiserverEmulator) -> None:
+        """Send every write of a main resource through ``emulator``'s admission chain from now
+        on (its namespaces follow the store's)."""
+        self.emulator = emulator
+        for ns in self.store.list(NAMESPACES):
+            emulator.set_namespace(ns["metadata"]["name"], ns["metadata"].get("labels"))
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -234,7 +280,13 @@ class FakeCluster:
         self.port = int(runner.addresses[0][1])
         self._runner = runner
 
+    @property
+    def running(self) -> bool:
+        return self._runner is not None
+
     async def stop(self) -> None:
+        """Stop listening and drop open connections; later connects are refused until
+        :meth:`start`, which listens again on the same port (state is kept)."""
         runner, self._runner = self._runner, None
         for task in list(self._streams):
             task.cancel()
@@ -265,6 +317,23 @@ class FakeCluster:
                                           **(labels or {})}  # fmt: skip
         return self.store.update(NAMESPACES, existing)
 
+    def add_local_queue(
+        self, namespace: str, name: str, cluster_queue: str = "cluster-queue"
+    ) -> JsonDict:
+        """A Kueue LocalQueue pointing at ``cluster_queue``, created directly in the store."""
+        return self.store.create(LOCALQUEUES, {"metadata": {"name": name, "namespace": namespace},
+                                               "spec": {"clusterQueue": cluster_queue}})  # fmt: skip
+
+    def add_webhook_configuration(self, configuration: Mapping[str, Any]) -> JsonDict:
+        """Store a Mutating/ValidatingWebhookConfiguration, as ``kubectl apply`` would create it
+        (the emulator's admission chain is configured separately)."""
+        res = find(self.store.resources, str(configuration.get("apiVersion")),
+                   str(configuration.get("kind")))  # fmt: skip
+        if res not in WEBHOOK_CONFIGURATIONS:
+            raise ValueError(f"not a webhook configuration: {configuration.get('kind')}")
+        assert res is not None
+        return self.store.create(res, configuration)
+
     def add_validating_webhook(self, name: str, deny: Callable[[JsonDict], str | None]) -> None:
         """An in-process validating webhook (Volcano's validatejob, Kyverno...): ``deny`` gets
         the AdmissionRequest dict (operation, object, oldObject, userInfo...) of every
@@ -274,19 +343,29 @@ class FakeCluster:
         self.validators.append((name, deny))
 
     def allow(self, user: str | None = None, **attrs: Any) -> AccessRule:
+        """Let ``user`` (or members of ``in_group=``) do what the attributes say (``verb``,
+        ``group``, ``resource``, ``namespace``, ``name``, ``subresource``; or ``path`` for a
+        non-resource URL such as ``/metrics``); rules are evaluated in order."""
         return self._rule(True, user, attrs)
 
     def deny(self, user: str | None = None, **attrs: Any) -> AccessRule:
+        """An explicit deny (``status.denied: true``), as a webhook authorizer can give."""
         return self._rule(False, user, attrs)
 
     def _rule(self, allowed: bool, user: str | None, attrs: dict[str, Any]) -> AccessRule:
         in_group = attrs.pop("in_group", None)
+        if user is None and in_group is None:
+            raise ValueError("an access rule needs a user or in_group=")
+        non_resource = "path" in attrs
+        path = attrs.pop("path", "*")
         wanted = {k: attrs.pop(k, "*") for k in
                   ("verb", "group", "resource", "namespace", "name", "subresource")}  # fmt: skip
-        reason = attrs.pop("reason", f"fake rule for {user or in_group}")
+        reason = attrs.pop("reason", f"RBAC: allowed by fake rule for {user or in_group}"
+                           if allowed else f"denied by fake rule for {user or in_group}")  # fmt: skip
         if attrs:
             raise TypeError(f"unknown access rule attributes {sorted(attrs)}")
-        rule = AccessRule(allowed, user, in_group, reason=reason, **wanted)
+        rule = AccessRule(allowed, user, in_group, reason=reason, path=path,
+                          non_resource=non_resource, **wanted)  # fmt: skip
         self.access_rules.append(rule)
         return rule
 
@@ -294,23 +373,53 @@ class FakeCluster:
         self,
         method: str,
         path_regex: str,
-        status: int,
-        *,
+        status: int | None = 500,
+        delay: float = 0.0,
         times: int | None = 1,
+        drop_connection: bool = False,
+        after_effect: bool = False,
+        *,
         message: str | None = None,
+        reason: str | None = None,
+        retry_after: int = 1,
         hold: asyncio.Event | None = None,
         body_contains: str | None = None,
     ) -> Fault:
-        """Answer matching requests (``re.search`` on the path) with a metav1.Status error, or
-        with ``hold``, stall them until it is set."""
-        fault = Fault(method.upper(), re.compile(path_regex), status, times, message, hold=hold,
-                      body_contains=body_contains.encode() if body_contains else None)  # fmt: skip
+        """Make matching requests (``re.search`` on the path, ``"*"`` for any method) fail.
+
+        ``status`` answers a metav1.Status error (a 429 with ``Retry-After``); ``status=None``
+        with a ``delay`` only slows the request down; ``drop_connection`` cuts it without an
+        answer; ``after_effect`` serves the request first and then fails, a write whose
+        response was lost; ``hold`` stalls it until the event is set; ``times=None`` keeps
+        the fault forever."""
+        fault = Fault(
+            method.upper(), re.compile(path_regex), status, times, message, hold=hold,
+            body_contains=body_contains.encode() if body_contains else None, delay=delay,
+            drop_connection=drop_connection, after_effect=after_effect, reason=reason,
+            retry_after=retry_after,
+        )  # fmt: skip
         self.faults.append(fault)
         return fault
+
+    def clear_faults(self) -> None:
+        self.faults.clear()
 
     def requests_to(self, method: str, path_regex: str) -> list[RecordedRequest]:
         pattern = re.compile(path_regex)
         return [q for q in self.requests if q.method == method.upper() and pattern.search(q.path)]
+
+    def objects(self, res: Resource) -> dict[tuple[str, str], JsonDict]:
+        """Every stored object of ``res`` by (namespace, name), namespace "" when cluster-scoped
+        (copies: write with the store or the front door)."""
+        return {(o["metadata"].get("namespace", ""), o["metadata"]["name"]): o
+                for o in self.store.list(res)}  # fmt: skip
+
+    def appwrappers(self) -> dict[tuple[str, str], JsonDict]:
+        return self.objects(APPWRAPPERS)
+
+    def webhook_configurations(self) -> list[JsonDict]:
+        """The stored Mutating- then ValidatingWebhookConfigurations."""
+        return [o for res in WEBHOOK_CONFIGURATIONS for o in self.store.list(res)]
 
     def _sync_namespace(
         self, kind: str, res: Resource, obj: JsonDict, old: JsonDict | None
@@ -585,7 +694,7 @@ class FakeCluster:
         )
         if user is None:
             return _json(status_json(401, "Unauthorized", "Unauthorized"), 401)
-        request[_USER] = FakeKube._effective_user(request, user)
+        request[_USER] = _effective_user(request, user)
         compact = (
             json.dumps(body, separators=(",", ":")).encode()
             if self.faults and isinstance(body, dict)
@@ -594,23 +703,27 @@ class FakeCluster:
         fault = next(
             (f for f in self.faults if f.matches(request.method, request.path, compact)), None
         )
+        if fault is not None:
+            fault.hits += 1
         if fault is not None and fault.hold is not None:
-            fault.hits += 1
             await fault.hold.wait()
-        elif fault is not None:
-            fault.hits += 1
-            message = fault.message or _DEFAULT_FAULT_MESSAGES.get(
-                fault.status, f"injected fault {fault.status}"
-            )
-            return _json(status_json(fault.status, message), fault.status)
-        if too_large:
+        elif fault is not None and not fault.after_effect:
+            failure = await _fire(fault, request)
+            if failure is not None:
+                return failure
+        if too_large:  # nothing was written, so an after-effect fault has nothing to follow
             return _json(request_entity_too_large(), 413)
         try:
-            return await handler(request)
+            response = await handler(request)
         except ApiError as err:
-            return _status_response(err)
+            response = _status_response(err)
         except Exception as exc:  # a bug in the fake still answers like an apiserver
-            return _json(status_json(500, f"Internal error occurred: {exc!r}"), 500)
+            response = _json(status_json(500, f"Internal error occurred: {exc!r}"), 500)
+        if fault is not None and fault.hold is None and fault.after_effect:
+            failure = await _fire(fault, request)
+            if failure is not None:
+                return failure
+        return response
 
     async def _route(self, request: web.Request) -> web.StreamResponse:
         path = request.path.rstrip("/")
@@ -636,6 +749,10 @@ class FakeCluster:
             if request.method != "POST":
                 raise _generic_not_found()
             return self._self_subject_review(request)
+        if group == AUTHENTICATION and version == "v1" and rest == ["tokenreviews"]:
+            if request.method != "POST":
+                raise _generic_not_found()
+            return await self._token_review(request)
         if (
             group == AUTHORIZATION
             and version == "v1"
@@ -954,6 +1071,24 @@ class FakeCluster:
 
     # -- SelfSubjectReview, SubjectAccessReview ------------------------------------------------
 
+    async def _token_review(self, request: web.Request) -> web.Response:
+        """authentication/v1 TokenReview: the token is authenticated as a request bearing it
+        would be (the same token table), as kube-apiserver's TokenReview REST runs its own
+        authenticator (pkg/registry/authentication/tokenreview/storage.go Create)."""
+        body = await self._body(request)
+        self.token_reviews += 1
+        token = str((body.get("spec") or {}).get("token") or "")
+        who = self.users.get(token) if token else None
+        status: JsonDict = {"authenticated": False}
+        if who is not None:
+            user: JsonDict = {"username": who.username, "groups": list(who.groups)}
+            if who.uid:
+                user["uid"] = who.uid
+            status = {"authenticated": True, "user": user}
+        return _json({"apiVersion": f"{AUTHENTICATION}/v1", "kind": "TokenReview",
+                      "metadata": {"creationTimestamp": None}, "spec": {"token": token},
+                      "status": status}, 201)  # fmt: skip
+
     @staticmethod
     def _self_subject_review(request: web.Request) -> web.Response:
         """The caller's own user info (authentication/v1 SelfSubjectReview)."""
@@ -983,11 +1118,12 @@ class FakeCluster:
                                 "nonResourceAttributes or resourceAttributes must be "
                                 "specified", "Invalid")  # fmt: skip
         self.sars.append(copy.deepcopy(body))
+        attrs = attrs if attrs is not None else spec.get("nonResourceAttributes") or {}
         status: JsonDict = {"allowed": self.default_allow}
         if not self.default_allow:
-            status["reason"] = f'no rule allows user "{user}"'
+            status["reason"] = _no_rule(user, attrs)
         for rule in self.access_rules:
-            if attrs is not None and rule.matches(user, groups, attrs):
+            if rule.matches(user, groups, attrs):
                 status = ({"allowed": True, "reason": rule.reason} if rule.allowed
                           else {"allowed": False, "denied": True, "reason": rule.reason})  # fmt: skip
                 break
@@ -997,6 +1133,70 @@ class FakeCluster:
         review["spec"] = {**(body.get("spec") or {})}
         review["status"] = status
         return _json(review, 201)
+
+
+def for_autowrap(**options: Any) -> FakeCluster:
+    """A fake cluster (not started) as autowrap's redirect mode meets it: the kubeconfig's token
+    is autowrap's service account, the authorizer denies what no rule allows (as RBAC does),
+    and autowrap's namespace exists (its install creates it)."""
+    users = {DEFAULT_TOKEN: service_account_user(), **options.pop("users", {})}
+    fake = FakeCluster(users=users, default_allow=options.pop("default_allow", False), **options)
+    fake.add_namespace(SERVICE_NAMESPACE)
+    return fake
+
+
+def _no_rule(user: str, attrs: Mapping[str, Any]) -> str:
+    if "path" in attrs:
+        return f'no rule allows user "{user}" to {attrs.get("verb", "")} {attrs["path"]}'
+    resource = str(attrs.get("resource", ""))
+    if attrs.get("group"):
+        resource = f"{resource}.{attrs['group']}"
+    return (f'no rule allows user "{user}" to {attrs.get("verb", "")} {resource} in namespace '
+            f'"{attrs.get("namespace", "")}"')  # fmt: skip
+
+
+def _effective_user(request: web.Request, user: UserInfo) -> UserInfo:
+    """The user a request acts as: the Impersonate-User, -Uid, -Group and -Extra-* headers
+    replace the authenticated one (k8s.io/apiserver pkg/endpoints/filters/impersonation.go
+    WithImpersonation at 24a394e5); that the caller may impersonate is not checked."""
+    name = request.headers.get("Impersonate-User")
+    if not name:
+        return user
+    extra: dict[str, list[str]] = {}
+    for key, value in request.headers.items():
+        if key.lower().startswith("impersonate-extra-"):
+            extra.setdefault(key[len("impersonate-extra-") :].lower(), []).append(value)
+    return UserInfo(
+        username=name,
+        uid=request.headers.get("Impersonate-Uid", ""),
+        groups=tuple(request.headers.getall("Impersonate-Group", [])),
+        extra=extra,
+    )
+
+
+async def _fire(fault: Fault, request: web.Request) -> web.StreamResponse | None:
+    """What a fault does to a request: slow it, cut the connection, or answer its Status. A
+    429 carries Retry-After and details.retryAfterSeconds, as the max-in-flight and priority
+    and fairness filters answer (k8s.io/apiserver pkg/server/filters/maxinflight.go
+    tooManyRequests, pkg/endpoints/handlers/responsewriters/errors.go; apimachinery
+    errors.NewTooManyRequests)."""
+    if fault.delay:
+        await asyncio.sleep(fault.delay)
+    if fault.drop_connection:
+        if request.transport is not None:
+            request.transport.abort()
+        raise asyncio.CancelledError
+    if fault.status is None:
+        return None
+    code = fault.status
+    details: JsonDict = {}
+    if code == 429:
+        details["retryAfterSeconds"] = fault.retry_after
+    message = fault.message or _DEFAULT_FAULT_MESSAGES.get(code, f"injected fault {code}")
+    response = _json(status_json(code, message, fault.reason, details), code)
+    if code == 429:
+        response.headers["Retry-After"] = str(fault.retry_after)
+    return response
 
 
 def _decode(raw: bytes) -> Any:
@@ -1022,4 +1222,4 @@ async def _send(response: web.StreamResponse, event_type: str, obj: JsonDict) ->
     await response.write(line.encode())
 
 
-__all__ = ["ADMIN", "Fault", "FakeCluster", "managed"]
+__all__ = ["ADMIN", "Fault", "FakeCluster", "for_autowrap", "managed"]

@@ -17,7 +17,7 @@ Line citations are to k8s.io/apiserver at 24a394e5. One write goes, as upstream:
    validation (``validate_object``: a CRD's schema, for instance) may refuse the object with
    its 422 before any validating webhook is called (pkg/registry/generic/registry/store.go:569
    rest.BeforeCreate before :575 createValidation; :825 rest.BeforeUpdate before :839-843);
-4. ValidatingAdmissionPolicies (``admission_policies``: tests/support/admission_policy.py),
+4. ValidatingAdmissionPolicies (``admission_policies``: testbed/admission_policy.py),
    after the mutating webhooks and before the validating ones, as kube-apiserver orders its
    admission plugins (kubernetes pkg/kubeapiserver/options/plugins.go ``AllOrderedPlugins``:
    MutatingAdmissionWebhook, ValidatingAdmissionPolicy, ValidatingAdmissionWebhook); a denial
@@ -66,8 +66,8 @@ import aiohttp
 import jsonpatch
 import jsonpointer
 
-from tests.support.admission_policy import PolicySet, denial_status
-from tests.support.pki import client_ssl_context
+from testbed.admission_policy import PolicySet, denial_status
+from testbed.pki import client_ssl_context
 
 JsonDict = dict[str, Any]
 MatchPredicate = Callable[[JsonDict], bool]

@@ -132,6 +132,18 @@ WORKLOADS = Resource(KUEUE, "v1beta1", "workloads", "Workload", status_subresour
 RESOURCEFLAVORS = Resource(KUEUE, "v1beta1", "resourceflavors", "ResourceFlavor",
                            namespaced=False, custom=True, singular="resourceflavor",
                            short_names=("flavor", "flavors", "rf"))  # fmt: skip
+# Cluster-scoped, no status (k8s.io/api admissionregistration/v1 types.go).
+MUTATING_WEBHOOK_CONFIGURATIONS = Resource(
+    "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
+    "MutatingWebhookConfiguration", namespaced=False,
+    singular="mutatingwebhookconfiguration",
+)  # fmt: skip
+VALIDATING_WEBHOOK_CONFIGURATIONS = Resource(
+    "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
+    "ValidatingWebhookConfiguration", namespaced=False,
+    singular="validatingwebhookconfiguration",
+)  # fmt: skip
+WEBHOOK_CONFIGURATIONS = (MUTATING_WEBHOOK_CONFIGURATIONS, VALIDATING_WEBHOOK_CONFIGURATIONS)
 
 CORE: tuple[Resource, ...] = (PODS, SERVICES, EVENTS, NAMESPACES, SECRETS, CONFIGMAPS)
 KUEUE_RESOURCES: tuple[Resource, ...] = (LOCALQUEUES, CLUSTERQUEUES, WORKLOADS, RESOURCEFLAVORS)
@@ -139,6 +151,7 @@ ALL: tuple[Resource, ...] = (
     *CORE,
     LEASES,
     EVENTS_V1,
+    *WEBHOOK_CONFIGURATIONS,
     VCJOBS,
     PODGROUPS,
     APPWRAPPERS,

@@ -24,12 +24,12 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from tests.support.cluster.cluster import FakeCluster
-from tests.support.sim.appwrapper import AppWrapperController
-from tests.support.sim.kubelet import Kubelet, resolved_env
-from tests.support.sim.kueue import Kueue, NotAdmissible
-from tests.support.sim.runtime import Simulator, describe
-from tests.support.sim.volcano import Volcano
+from testbed.cluster.cluster import FakeCluster
+from testbed.sim.appwrapper import AppWrapperController
+from testbed.sim.kubelet import Kubelet, resolved_env
+from testbed.sim.kueue import Kueue, NotAdmissible
+from testbed.sim.runtime import Simulator, describe
+from testbed.sim.volcano import Volcano
 
 __all__ = [
     "AppWrapperController",

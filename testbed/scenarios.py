@@ -13,6 +13,7 @@ import json
 import os
 import random
 import shutil
+import socket
 import ssl
 import string
 import subprocess
@@ -27,13 +28,11 @@ from typing import Any
 
 import aiohttp
 
-from bench.load import free_port
-from tests.server.harness import ALICE, NAMESPACE, QUEUE, REPO, Cluster
-from tests.server.test_e2e import pod, vcjob
-from tests.support.apiserver import UserInfo
-from tests.support.fakekube import FakeKube
-from tests.support.pki import ServingPki, service_hostname, write_pki
-from tests.support.policies import in_mode
+from testbed.apiserver import UserInfo
+from testbed.cluster.cluster import FakeCluster
+from testbed.pki import ServingPki, service_hostname, write_pki
+from testbed.policies import in_mode
+from testbed.redirect import ALICE, NAMESPACE, QUEUE, REPO, Cluster, pod, vcjob
 from webhook import names
 
 Obj = dict[str, Any]
@@ -666,6 +665,14 @@ def rss_kib(pid: int | None = None) -> int:
 # --- a served process ----------------------------------------------------------------------
 
 
+def free_port() -> int:
+    """A loopback port free right now; the server binds it a moment later."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
 @dataclass
 class Served:
     process: subprocess.Popen[str]
@@ -676,7 +683,7 @@ class Served:
 
 async def start_serve(
     pki: ServingPki,
-    kube: FakeKube,
+    kube: FakeCluster,
     tmp_path: Path,
     *,
     policies: Path = REPO / "policies",

@@ -24,9 +24,9 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tests.support.apiserver import rfc3339_now
-from tests.support.cluster.patches import MERGE_KEYS
-from tests.support.cluster.resources import Resource
+from testbed.apiserver import rfc3339_now
+from testbed.cluster.patches import MERGE_KEYS
+from testbed.cluster.resources import Resource
 
 JsonDict = dict[str, Any]
 Path = tuple[str, ...]

@@ -32,10 +32,10 @@ import copy
 from collections.abc import Iterable
 from typing import Any
 
-from tests.support.cluster.cluster import FakeCluster
-from tests.support.cluster.resources import CONFIGMAPS, PODGROUPS, PODS, SERVICES, VCJOBS
-from tests.support.cluster.store import ApiError
-from tests.support.sim.objects import (
+from testbed.cluster.cluster import FakeCluster
+from testbed.cluster.resources import CONFIGMAPS, PODGROUPS, PODS, SERVICES, VCJOBS
+from testbed.cluster.store import ApiError
+from testbed.sim.objects import (
     JsonDict,
     Key,
     controller_ref,
@@ -43,7 +43,7 @@ from tests.support.sim.objects import (
     key_of,
     meta,
 )
-from tests.support.sim.runtime import KeyMapper, Simulator, sa, same_key
+from testbed.sim.runtime import KeyMapper, Simulator, sa, same_key
 
 CONTROLLER = sa("volcano-system", "volcano-controllers")
 SCHEDULER = sa("volcano-system", "volcano-scheduler")

@@ -1,1 +1,0 @@
-from tests.server.harness import cluster  # noqa: F401
