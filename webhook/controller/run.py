@@ -159,7 +159,7 @@ class Controller:
         policies = self._policies()
         if not policies.selects_by_labels:
             return policies.match(namespace, {}) is not None
-        labels = getattr(self._api, "known_namespace_labels", lambda ns: None)(namespace)
+        labels = self._api.known_namespace_labels(namespace)
         # Labels not known yet: kept, rather than a pod of a covered namespace missed.
         return labels is None or policies.match(namespace, labels) is not None
 
