@@ -5,6 +5,6 @@ object's gated pods when Kueue admits, finishes deletes, and reports on the obje
 the engine or the webhooks imports it.
 """
 
-from webhook.controller.run import Controller, Settings, object_kinds, own_namespace
+from webhook.controller.run import Controller, Settings, own_namespace
 
-__all__ = ["Controller", "Settings", "object_kinds", "own_namespace"]
+__all__ = ["Controller", "Settings", "own_namespace"]

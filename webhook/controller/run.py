@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from webhook import adoption, kinds, names, objects
+from webhook import adoption, names, objects
 from webhook.controller import leader
 from webhook.controller.events import Recorder
 from webhook.controller.reconcile import Counters, Key, Reconciler
@@ -29,7 +29,7 @@ from webhook.controller.workqueue import WorkQueue
 from webhook.policy import PolicySet
 from webhook.shell import opevents
 from webhook.shell.informer import Informer, Obj
-from webhook.shell.kube import APPWRAPPERS, ApiFailure, Conflict, Kind, KubeClient
+from webhook.shell.kube import APPWRAPPERS, ApiFailure, Conflict, Kind, KubeClient, object_kinds
 from webhook.shell.metrics import ControllerStats
 
 log = logging.getLogger("autowrap")
@@ -48,17 +48,6 @@ def own_namespace(context_namespace: str | None = None) -> str:
         if found:
             return found
     return context_namespace or names.SERVICE_NAMESPACE
-
-
-def object_kinds() -> dict[tuple[str, str], Kind]:
-    """The API resource of every kind autowrap wraps, from the adapters themselves."""
-    found = {}
-    for adapter in kinds.KINDS:
-        group, _, version = adapter.api_version.rpartition("/")
-        found[(adapter.api_version, adapter.kind)] = Kind(
-            group, version, adapter.resource, adapter.kind
-        )
-    return found
 
 
 @dataclass

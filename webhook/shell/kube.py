@@ -27,7 +27,7 @@ from urllib.parse import quote, urlencode
 import aiohttp
 import orjson
 
-from webhook import names, provenance
+from webhook import kinds, names, objects, provenance
 
 
 @dataclass(frozen=True)
@@ -739,7 +739,7 @@ class KubeClient(Api):
         cache knows the namespace yet."""
         if self._namespaces is not None and self._namespaces.synced.is_set():
             cached = self._namespaces.get("", namespace)
-            return None if cached is None else dict(objects_labels(cached))
+            return None if cached is None else objects.labels_of(cached)
         hit = self._cached("ns", namespace)
         return None if hit is None else dict(hit.value)
 
@@ -1034,6 +1034,13 @@ class CertificateStore:
         raise ApiFailure(f"set caBundle of {configuration}", 404, "no such webhook configuration")
 
 
-def objects_labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
-    labels = (obj.get("metadata") or {}).get("labels")
-    return labels if isinstance(labels, dict) else {}
+def object_kinds() -> dict[tuple[str, str], Kind]:
+    """The API resource of every kind autowrap wraps, from the adapters themselves, by
+    (apiVersion, kind)."""
+    found = {}
+    for adapter in kinds.KINDS:
+        group, _, version = adapter.api_version.rpartition("/")
+        found[(adapter.api_version, adapter.kind)] = Kind(
+            group, version, adapter.resource, adapter.kind
+        )
+    return found

@@ -29,8 +29,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook import adoption, kinds, names, objects, provenance
-from webhook.shell.kube import APPWRAPPERS, ApiFailure, Conflict, Kind, KubeClient
+from webhook import adoption, names, objects, provenance
+from webhook.shell.kube import (
+    APPWRAPPERS,
+    ApiFailure,
+    Conflict,
+    Kind,
+    KubeClient,
+    object_kinds,
+)
 
 PART_OF = "app.kubernetes.io/part-of=autowrap"
 TIMEOUT = 30.0
@@ -64,14 +71,6 @@ class Summary:
 
     actions: list[str] = field(default_factory=list)
     left: list[str] = field(default_factory=list)
-
-
-def _object_kinds() -> list[Kind]:
-    found = []
-    for adapter in kinds.KINDS:
-        group, _, version = adapter.api_version.rpartition("/")
-        found.append(Kind(group, version, adapter.resource, adapter.kind))
-    return found
 
 
 def _uid(obj: dict[str, Any]) -> str:
@@ -130,7 +129,7 @@ class Uninstall:
         # Who made an AppWrapper is judged against autowrap's ServiceAccount, not against the
         # administrator running this.
         me = provenance.Me(f"system:serviceaccount:{self._namespace}:{names.SERVICE_NAME}")
-        for kind in _object_kinds():
+        for kind in object_kinds().values():
             for obj in await self._list(kind, names.ADOPTION_LABEL):
                 await self._leave(kind, obj, me)
         for appwrapper in await self._list(APPWRAPPERS, f"{names.ADOPTED_LABEL}=true"):
