@@ -35,6 +35,7 @@ import signal
 import time
 import uuid
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -173,6 +174,7 @@ class Control:
     def routes(self) -> list[web.RouteDef]:
         return [
             web.get("/stats", self.stats),
+            web.get("/requests", self.requests),
             web.post("/jobs", self.jobs),
             web.post("/admit", self.admit),
             web.post("/clone", self.clone),
@@ -195,6 +197,15 @@ class Control:
             "pod_lists": len(pod_lists),
             "writes": self.counts.writes,
         })  # fmt: skip
+
+    async def requests(self, request: web.Request) -> web.Response:
+        """autowrap's requests so far, counted by verb and resource (``GET pods/{name}``,
+        ``WATCH pods``, ``PATCH vcjobs/{name}/status``): where its API calls go."""
+        counted: dict[str, int] = {}
+        for q in self.fake.requests:  # the simulators write to the store, not through the API
+            shape = request_shape(q.method, q.path, q.query)
+            counted[shape] = counted.get(shape, 0) + 1
+        return web.json_response(dict(sorted(counted.items(), key=lambda kv: -kv[1])))
 
     async def jobs(self, request: web.Request) -> web.Response:
         prefix, count = request.query["prefix"], int(request.query["count"])
@@ -264,6 +275,20 @@ class Control:
                             "containers": [{"name": "c", "image": "busybox"}]}}  # fmt: skip
             await self.fake.create(PODS, pod, namespace=UNCOVERED)
         return web.json_response({"created": count})
+
+
+def request_shape(method: str, path: str, query: Mapping[str, str]) -> str:
+    """``PATCH vcjobs/{name}/status`` for ``PATCH /apis/batch.volcano.sh/v1alpha1/namespaces/
+    bench/jobs/x/status``: the verb and the resource, without namespaces and names."""
+    parts = [p for p in path.split("/") if p]
+    parts = parts[2:] if parts[:1] == ["api"] else parts[3:]
+    if parts[:1] == ["namespaces"] and len(parts) > 2:
+        parts = parts[2:]
+    verb = "WATCH" if query.get("watch") in ("1", "true") else method
+    shape = parts[0] if parts else path
+    if len(parts) > 1:
+        shape += "/{name}" + "".join(f"/{p}" for p in parts[2:])
+    return f"{verb} {shape}"
 
 
 async def serve(control_port: int, work: Path) -> None:

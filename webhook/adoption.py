@@ -461,6 +461,15 @@ def release(pod: Mapping[str, Any], info: Mapping[str, Any]) -> Release:
         )
     if problems:
         return Release(None, "; ".join(problems))
+    # Added (or set: an ``add`` on an existing member replaces it, RFC 6902 4.1) with the gate's
+    # removal, in the same write: the pod leaves the controller's watch as it is released.
+    labels = objects.own_map(metadata, "labels")
+    if labels or any(op["path"] == "/metadata/labels" for op in patch):
+        patch.append({"op": "add", "path": f"/metadata/labels/{_pointer(names.RELEASED_LABEL)}",
+                      "value": "true"})  # fmt: skip
+    else:
+        patch.append({"op": "add", "path": "/metadata/labels", "value": {names.RELEASED_LABEL: "true"}})
+    labels[names.RELEASED_LABEL] = "true"
     for position, gate in enumerate(as_list(spec.get("schedulingGates"))):
         if as_map(gate).get("name") == names.ADMISSION_GATE:
             path = f"/spec/schedulingGates/{position}"

@@ -38,6 +38,10 @@ ADOPTION_ADOPTED: Final = "adopted"
 ADOPTION_FINALIZER: Final = "autowrap.io/adoption"
 # Scheduling gate on every pod template: no pod is scheduled before Kueue admits.
 ADMISSION_GATE: Final = "autowrap.io/admission"
+# Label the release writes with the gate's removal: a released pod leaves the controller's
+# pod watch (selector ``!autowrap.io/released``), so the scheduler's binding and the kubelet's
+# status writes for it never reach the controller.
+RELEASED_LABEL: Final = "autowrap.io/released"
 # The queue chosen at admission (a Pod's queue label must go: Kueue's pod webhook would act on it).
 QUEUE_ANNOTATION: Final = "autowrap.io/queue"
 # The controller's one-line summary of where the object stands (queued, admitted, ...).

@@ -233,8 +233,12 @@ class _Watcher:
             return ("MODIFIED", event.obj)
         if now:
             return ("ADDED", event.obj)
-        if before:
-            return ("DELETED", event.obj)
+        if before and event.old is not None:
+            # The object left the selection: a DELETED event with its previous content at the
+            # event's resourceVersion (cacher/cache_watcher.go convertToWatchEvent).
+            gone = copy.deepcopy(event.old)
+            _meta(gone)["resourceVersion"] = _meta(event.obj).get("resourceVersion")
+            return ("DELETED", gone)
         return None
 
 

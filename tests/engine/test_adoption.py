@@ -299,7 +299,9 @@ def test_release_applies_kueues_placement_and_removes_only_autowraps_gate() -> N
 
     pod_ = released.pod
     assert pod_ is not None and released.problem == ""
-    assert pod_["metadata"]["labels"] == {"app": "x", "kueue.x-k8s.io/podset": "train-1"}
+    # Marked released, which takes it out of the controller's watch of pods still to release.
+    assert pod_["metadata"]["labels"] == {"app": "x", "kueue.x-k8s.io/podset": "train-1",
+                                          names.RELEASED_LABEL: "true"}  # fmt: skip
     assert pod_["metadata"]["annotations"]["a"] == "b"
     assert pod_["spec"]["nodeSelector"] == {"cloud.example/pool": "a100"}
     assert pod_["spec"]["tolerations"] == INFO["tolerations"]
@@ -502,3 +504,13 @@ def test_an_adopted_objects_cached_view_keeps_only_what_keys_and_decides() -> No
 def test_a_pod_no_admission_prepared_is_not_cached() -> None:
     plain = {"metadata": {"name": "p", "labels": {names.APPWRAPPER_LABEL: "x"}}, "spec": {}}
     assert adoption.pod_view(plain) is None
+
+
+def test_the_release_marks_a_pod_without_labels_released() -> None:
+    pod_ = _gated_pod()
+    del pod_["metadata"]["labels"]
+    released = adoption.release(pod_, {})
+
+    assert released.pod is not None
+    assert released.pod["metadata"]["labels"] == {names.RELEASED_LABEL: "true"}
+    assert jsonpatch.apply_patch(pod_, list(released.patch)) == released.pod

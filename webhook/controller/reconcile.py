@@ -346,13 +346,13 @@ class Reconciler:
         owned = [o for o in owners if adoption.owns(appwrapper, o)]
         if not owned:
             return None
-        pods = self._pods_of(key)
-        if not any(adoption.is_gated(p) and adoption.belongs(p, appwrapper) for p in pods):
+        cached = self._pods_of(key)
+        if not any(adoption.is_gated(p) and adoption.belongs(p, appwrapper) for p in cached):
             return None
         admitted = await self._admission(appwrapper)
         if admitted is None:
             return WAIT  # Kueue has not admitted (its Workload says so), whatever the spec says
-        plan = adoption.release_plan(appwrapper, pods, admitted)
+        plan = adoption.release_plan(appwrapper, await self._live_pods(key), admitted)
         again = WAIT if plan.waiting else None
         for pod, released in plan.released:
             namespace, name = _namespace_name(pod)
@@ -375,6 +375,20 @@ class Reconciler:
             for owner in owned:
                 await self._recorder.emit(owner, "ReleaseHeld", why, warning=True)
         return again
+
+    async def _live_pods(self, key: Key) -> list[Obj]:
+        """Every pod labelled for the AppWrapper, read live: the cache holds only pods not
+        released yet, and a release, which cannot be taken back, counts the pods already
+        running and uses the gates and versions as stored."""
+        namespace, aw_name = key
+        listed = await self._api.list(
+            _PODS, namespace, timeout=API_TIMEOUT, labels=f"{names.APPWRAPPER_LABEL}={aw_name}"
+        )
+        pods = [p for p in listed.get("items") or [] if isinstance(p, dict)]
+        for pod in pods:  # list items carry no kind; Events about them need it
+            pod.setdefault("apiVersion", "v1")
+            pod.setdefault("kind", "Pod")
+        return pods
 
     async def _admission(self, appwrapper: Obj) -> adoption.Admission | None:
         """Kueue's admission of the AppWrapper from its Workload, read live (Kueue labels each

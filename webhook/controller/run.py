@@ -102,9 +102,12 @@ class Controller:
                 api, kind, self._watcher(kind_name), labels=names.ADOPTION_LABEL,
                 transform=self._object_view,
             )  # fmt: skip
+        # Pods not released yet: a release labels the pod, which takes it out of the watch, so
+        # the scheduler's and the kubelet's writes to running pods cost nothing here. A pod
+        # whose gate someone else removed keeps coming, and shows as escaped.
         self._informers["pods"] = Informer(
             api, Kind("", "v1", "pods", "Pod"), self._watcher("pods"),
-            labels=names.APPWRAPPER_LABEL, transform=self._pod_view,
+            labels=f"{names.APPWRAPPER_LABEL},!{names.RELEASED_LABEL}", transform=self._pod_view,
         )  # fmt: skip
         self._informers["appwrappers"] = Informer(
             api, APPWRAPPERS, self._watcher("appwrappers"), labels=f"{names.ADOPTED_LABEL}=true",
