@@ -204,6 +204,8 @@ class Control:
         counted: dict[str, int] = {}
         for q in self.fake.requests:  # the simulators write to the store, not through the API
             shape = request_shape(q.method, q.path, q.query)
+            if shape == "POST events" and isinstance(q.body, dict):
+                shape += f" ({q.body.get('reason')})"
             counted[shape] = counted.get(shape, 0) + 1
         return web.json_response(dict(sorted(counted.items(), key=lambda kv: -kv[1])))
 

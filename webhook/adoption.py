@@ -468,7 +468,9 @@ def release(pod: Mapping[str, Any], info: Mapping[str, Any]) -> Release:
         patch.append({"op": "add", "path": f"/metadata/labels/{_pointer(names.RELEASED_LABEL)}",
                       "value": "true"})  # fmt: skip
     else:
-        patch.append({"op": "add", "path": "/metadata/labels", "value": {names.RELEASED_LABEL: "true"}})
+        patch.append(
+            {"op": "add", "path": "/metadata/labels", "value": {names.RELEASED_LABEL: "true"}}
+        )
     labels[names.RELEASED_LABEL] = "true"
     for position, gate in enumerate(as_list(spec.get("schedulingGates"))):
         if as_map(gate).get("name") == names.ADMISSION_GATE:
@@ -808,11 +810,12 @@ def status(appwrapper: Mapping[str, Any] | None, *, pending: bool, escaped_pods:
             f"Queued in LocalQueue {queue!r} (AppWrapper {name}); pods wait, gated, until Kueue admits it",
             "Queued",
         )
-    if phase in ("Resuming", "Running") and not suspended:
-        return Status(
-            f"Admitted by Kueue; AppWrapper {name} is {phase}",
-            "Admitted" if phase == "Resuming" else "Running",
-        )
+    if phase == "Running" and not suspended:
+        return Status(f"Admitted by Kueue; AppWrapper {name} is Running", "Running")
+    if (phase == "Resuming" or phase in QUEUED_PHASES) and not suspended:
+        # Kueue has admitted; the AppWrapper controller has yet to start it (one status, not a
+        # write for each step of its way there).
+        return Status(f"Admitted by Kueue; AppWrapper {name} is starting", "Admitted")
     if phase == "Suspending" or (phase in ("Resuming", "Running") and suspended):
         return Status(
             f"Preempted: AppWrapper {name} is suspending; the object is deleted and re-created "

@@ -183,9 +183,10 @@ class Reconciler:
                 f"its pod templates name AppWrapper {aw_name!r} but its name gives "
                 f"{objects.name_of(wanted)!r}; create it again"])  # fmt: skip
             return self._Adopted(appwrapper)
+        created = False
         if appwrapper is None:
-            appwrapper = await self._api.get(APPWRAPPERS, namespace, aw_name, timeout=API_TIMEOUT)
-        if appwrapper is None:
+            # Not in the cache (which holds only AppWrappers autowrap made): created, and only
+            # if the name is taken is the AppWrapper there read, to be judged below.
             refused = await self._api.refusal(
                 namespace, builder.deployed_components(wanted), timeout=API_TIMEOUT
             )
@@ -196,8 +197,13 @@ class Reconciler:
                 appwrapper = await self._api.create(
                     APPWRAPPERS, namespace, wanted, timeout=API_TIMEOUT
                 )
+                created = True
             except AlreadyExists:
-                return self._Adopted(None, requeue=0.0)  # another replica was first: look again
+                appwrapper = await self._api.get(
+                    APPWRAPPERS, namespace, aw_name, timeout=API_TIMEOUT
+                )
+                if appwrapper is None:  # deleted meanwhile: look again
+                    return self._Adopted(None, requeue=0.0)
             except ApiFailure as exc:
                 if (
                     exc.status is not None
@@ -207,14 +213,14 @@ class Reconciler:
                     await self._report_failure(obj, [f"the AppWrapper was refused: {exc.message}"])
                     return self._Adopted(None)
                 raise
-        elif (who := await self._stranger(appwrapper)) is not None:
+        if not created and (who := await self._stranger(appwrapper)) is not None:
             # Looked at again until that AppWrapper is gone; the status is written once.
             await self._set_status(obj, adoption.Status(
                 f"not adopted: AppWrapper {namespace}/{aw_name} already exists and {who}, so it "
                 "cannot stand for this object; rename the object, or ask whoever made that "
                 "AppWrapper to remove it", "AdoptionFailed", "Warning"))  # fmt: skip
             return self._Adopted(None, requeue=WAIT)
-        elif not adoption.owns(appwrapper, obj):
+        elif not created and not adoption.owns(appwrapper, obj):
             # Whether it wraps the very same work is judged on the AppWrapper read live (the
             # cache keeps no copy of the wrapped object).
             live = await self._api.get(APPWRAPPERS, namespace, aw_name, timeout=API_TIMEOUT)
@@ -225,9 +231,13 @@ class Reconciler:
             else:
                 await self._wait_for_earlier(obj, appwrapper)
                 return self._Adopted(appwrapper, requeue=WAIT)
-        await self._set_owner(obj, appwrapper)
+        status = adoption.status(appwrapper, pending=False)
+        await self._set_owner(obj, appwrapper, status)
         appwrapper = await self._lift_hold(appwrapper)
         self.counters.adopted += 1
+        if status.reason != "Queued":  # the Adopted Event below names the queue
+            await self._recorder.emit(obj, status.reason, status.text,
+                                      warning=status.type == "Warning")  # fmt: skip
         await self._recorder.emit(
             obj, "Adopted", f"AppWrapper {namespace}/{aw_name} stands for it in Kueue's queue "
             f"{objects.labels_of(appwrapper).get(names.QUEUE_LABEL, '')!r}",
@@ -280,11 +290,11 @@ class Reconciler:
                 )
         await self._set_status(obj, adoption.Status(text, "WaitingForEarlierAppWrapper", "Warning"))
 
-    async def _set_owner(self, obj: Obj, appwrapper: Obj) -> None:
-        """The object's controller reference and the adopted label, in one JSON patch that
-        fails (a Conflict) if the object is another one or its owners changed since they were
-        read; its controller's status writes, which move its resourceVersion all the time, do
-        not make it fail."""
+    async def _set_owner(self, obj: Obj, appwrapper: Obj, status: adoption.Status) -> None:
+        """The object's controller reference, the adopted label and its status, in one JSON
+        patch that fails (a Conflict) if the object is another one or its owners changed since
+        they were read; its controller's status writes, which move its resourceVersion all the
+        time, do not make it fail."""
         kind = self._kind_of(obj)
         assert kind is not None
         metadata = obj.get("metadata") or {}
@@ -301,9 +311,12 @@ class Reconciler:
             {"op": "add", "path": _label_path(names.ADOPTION_LABEL),
              "value": names.ADOPTION_ADOPTED},
         ]  # fmt: skip
+        status_ops = self._status_ops(obj, status)
         namespace, name = _namespace_name(obj)
-        await self._api.patch(kind, namespace, name, ops, timeout=API_TIMEOUT,
+        await self._api.patch(kind, namespace, name, ops + status_ops, timeout=API_TIMEOUT,
                               content_type=JSON_PATCH)  # fmt: skip
+        if status_ops:
+            self._wrote_status(obj, status)
 
     async def _lift_hold(self, appwrapper: Obj) -> Obj:
         """Kueue may admit the AppWrapper once the object names it as its controller; the hold
@@ -326,10 +339,11 @@ class Reconciler:
         owned = appwrapper if appwrapper is not None and adoption.owns(appwrapper, obj) else None
         if owned is not None:
             appwrapper = owned = await self._lift_hold(owned)
-        if names.ADOPTION_FINALIZER in _finalizers(obj) and adoption.finalizer_done(appwrapper):
-            await self._drop_finalizer(obj)
         escaped = adoption.escaped(owned, self._pods_of(key)) if owned is not None else 0
-        await self._set_status(obj, adoption.status(owned, pending=False, escaped_pods=escaped))
+        status = adoption.status(owned, pending=False, escaped_pods=escaped)
+        if names.ADOPTION_FINALIZER in _finalizers(obj) and adoption.finalizer_done(appwrapper):
+            await self._drop_finalizer(obj, status)
+        await self._set_status(obj, status)
         return appwrapper
 
     # --- 2. release ----------------------------------------------------------------------------
@@ -485,7 +499,9 @@ class Reconciler:
             "appwrapper": f"{namespace}/{aw_name}", "phase": adoption.phase_of(live) or "new"}})  # fmt: skip
         return None
 
-    async def _drop_finalizer(self, obj: Obj) -> None:
+    async def _drop_finalizer(self, obj: Obj, status: adoption.Status | None = None) -> None:
+        """The adoption finalizer removed (with the status, when one is given and due: one
+        write rather than two)."""
         kind = self._kind_of(obj)
         assert kind is not None
         current = _finalizers(obj)
@@ -498,13 +514,19 @@ class Reconciler:
             if kept
             else {"op": "remove", "path": "/metadata/finalizers"},
         ]
+        status_ops = self._status_ops(obj, status) if status is not None else []
         namespace, name = _namespace_name(obj)
         try:
-            await self._api.patch(kind, namespace, name, ops, timeout=API_TIMEOUT,
+            await self._api.patch(kind, namespace, name, ops + status_ops, timeout=API_TIMEOUT,
                                   content_type=JSON_PATCH)  # fmt: skip
         except ApiFailure as exc:
             if exc.status != 404:
                 raise
+            return
+        if status is not None and status_ops:
+            self._wrote_status(obj, status)
+            await self._recorder.emit(obj, status.reason, status.text,
+                                      warning=status.type == "Warning")  # fmt: skip
 
     # --- 4. report -----------------------------------------------------------------------------
 
@@ -521,13 +543,30 @@ class Reconciler:
         text = "not adopted: " + "; ".join(errors)
         await self._set_status(obj, adoption.Status(text, "AdoptionFailed", "Warning"))
 
+    def _status_due(self, obj: Obj, status: adoption.Status) -> bool:
+        text = adoption.bounded(status.text)
+        if objects.annotations_of(obj).get(names.STATUS_ANNOTATION) == text:
+            return False
+        # Written already, and the cache has not caught up with the write yet: nothing to do.
+        return self._statuses.get(_uid(obj)) != text
+
+    def _status_ops(self, obj: Obj, status: adoption.Status) -> list[dict[str, Any]]:
+        """The status as JSON patch operations, to ride on another write of the object: none
+        when it is current, or when the object has no annotations to add it to (a whole new
+        map could replace annotations written since the cache saw the object)."""
+        if not self._status_due(obj, status) or not objects.annotations_of(obj):
+            return []
+        return [{"op": "add", "path": _annotation_path(names.STATUS_ANNOTATION),
+                 "value": adoption.bounded(status.text)}]  # fmt: skip
+
+    def _wrote_status(self, obj: Obj, status: adoption.Status) -> None:
+        if len(self._statuses) >= STATUSES_KEPT:
+            self._statuses.pop(next(iter(self._statuses)))
+        self._statuses[_uid(obj)] = adoption.bounded(status.text)
+
     async def _set_status(self, obj: Obj, status: adoption.Status) -> None:
         status = adoption.Status(adoption.bounded(status.text), status.reason, status.type)
-        if objects.annotations_of(obj).get(names.STATUS_ANNOTATION) == status.text:
-            return
-        # Written already, and the cache has not caught up with the write yet: nothing to do.
-        uid = _uid(obj)
-        if self._statuses.get(uid) == status.text:
+        if not self._status_due(obj, status):
             return
         kind = self._kind_of(obj)
         assert kind is not None
@@ -539,9 +578,7 @@ class Reconciler:
             if exc.status != 404:
                 raise
             return
-        if len(self._statuses) >= STATUSES_KEPT:
-            self._statuses.pop(next(iter(self._statuses)))
-        self._statuses[uid] = status.text
+        self._wrote_status(obj, status)
         await self._recorder.emit(obj, status.reason, status.text, warning=status.type == "Warning")
 
 
