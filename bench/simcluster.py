@@ -34,8 +34,8 @@ import copy
 import signal
 import time
 import uuid
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import orjson
