@@ -19,7 +19,7 @@ from testbed.apiserver import AdmissionResult, ApiserverEmulator, UserInfo
 from testbed.cluster.cluster import FakeCluster
 from testbed.pki import ServingPki
 from testbed.policies import in_mode
-from webhook import names
+from webhook.model import names
 from webhook.shell import server
 
 REPO = Path(__file__).resolve().parents[1]

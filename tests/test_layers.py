@@ -11,27 +11,27 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "webhook"
 
 ENGINE = [
-    "engine.py",
-    "adoption.py",
-    "builder.py",
-    "policy.py",
-    "workload.py",
-    "objects.py",
-    "provenance.py",
-    "fields.py",
-    "names.py",
-    "dnsnames.py",
-    "durations.py",
-    "patches.py",
-    "podview.py",
-    "summary.py",
-    "status.py",
-    "policytests.py",
-    "policyerrors.py",
-    "yamltext.py",
-    "kinds",
-    "plumbing",
-    "rules",
+    "core/engine.py",
+    "core/adoption.py",
+    "core/builder.py",
+    "core/policy.py",
+    "core/workload.py",
+    "model/objects.py",
+    "core/provenance.py",
+    "model/fields.py",
+    "model/names.py",
+    "model/dnsnames.py",
+    "model/durations.py",
+    "model/patches.py",
+    "cli/podview.py",
+    "cli/summary.py",
+    "cli/status.py",
+    "cli/policytests.py",
+    "core/policyerrors.py",
+    "model/yamltext.py",
+    "core/kinds",
+    "core/plumbing",
+    "core/rules",
 ]
 # The shell's business: network, clocks, files, processes, the Kubernetes client.
 SHELL_ONLY = {"aiohttp", "kubernetes", "time", "asyncio", "socket", "ssl", "os", "subprocess",
@@ -78,10 +78,10 @@ def test_the_engine_does_no_io(module: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "module", _modules(["plumbing", "rules"]), ids=lambda p: str(p.relative_to(PACKAGE))
+    "module", _modules(["core/plumbing", "core/rules"]), ids=lambda p: str(p.relative_to(PACKAGE))
 )
 def test_plumbing_and_rules_never_import_a_kind(module: Path) -> None:
-    kinds = {name for name in _imports(module) if name.startswith("webhook.kinds")}
+    kinds = {name for name in _imports(module) if name.startswith("webhook.core.kinds")}
     assert not kinds, f"{module.name} imports {sorted(kinds)}"
 
 

@@ -21,10 +21,11 @@ from typing import Any, Literal, Protocol
 
 import orjson
 
-from webhook import adoption, audit, builder, engine, names, objects, patches, provenance, review
-from webhook.plumbing import pods
-from webhook.policy import Match, Mode, PolicySet
-from webhook.rules import size
+from webhook.core import adoption, audit, builder, engine, provenance
+from webhook.core.plumbing import pods
+from webhook.core.policy import Match, Mode, PolicySet
+from webhook.core.rules import size
+from webhook.model import names, objects, patches, review
 from webhook.shell.kube import AlreadyExists, ApiFailure, Identity
 
 Webhook = Literal["mutate", "validate"]
@@ -110,7 +111,7 @@ class Record:
     code: int = 200
     appwrapper: str = ""
     warnings: int = 0
-    # The policy findings its enforcement acts on (``webhook.audit``): how many, by rule family.
+    # The policy findings its enforcement acts on (``webhook.core.audit``): how many, by rule family.
     findings: int = 0
     finding_rules: list[str] = field(default_factory=list)
     policy: str = ""
@@ -524,7 +525,7 @@ def _refuse_existing(
     """Why an AppWrapper that already has the name cannot stand for this request, or None.
 
     Only an AppWrapper autowrap created stands for a request, and only when it wraps the very
-    same object (``webhook.provenance``): its annotations could have been copied onto one that
+    same object (``webhook.core.provenance``): its annotations could have been copied onto one that
     runs something else. A difference the user did not make (queue or fault tolerance from
     another policy version) is no reason to refuse, and never a reason to advise deleting what
     may be running."""

@@ -23,7 +23,7 @@ from testbed.policies import in_mode
 from testbed.redirect import REPO, cel_predicates, webhook_configurations
 from testbed.sim import Simulators, simulated
 from tests.deploy.test_manifests import render
-from webhook import names
+from webhook.model import names
 from webhook.shell import server
 
 Obj = dict[str, Any]

@@ -23,7 +23,9 @@ import yaml
 from testbed.apiserver import ApiserverEmulator, UserInfo, selector_matches
 from testbed.pki import ServingPki
 from testbed.redirect import cel_predicates
-from webhook import cli, kinds, names
+from webhook.cli import main as cli
+from webhook.core import kinds
+from webhook.model import names
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -656,7 +658,7 @@ def test_no_workload_webhook_sees_configmaps(rendered: tuple[Obj, ...]) -> None:
 
 
 def test_the_shipped_policy_configmap_passes_the_policy_check(rendered: tuple[Obj, ...]) -> None:
-    from webhook import policy
+    from webhook.core import policy
     from webhook.shell import policyfiles
 
     configmap = the(rendered, "ConfigMap", POLICY_CONFIGMAP)
@@ -669,7 +671,7 @@ def test_the_shipped_policy_configmap_passes_the_policy_check(rendered: tuple[Ob
 
 
 def as_prepared(obj: Obj) -> Obj:
-    """The labels adopt mode's mutation leaves on a wrap candidate (webhook/adoption.py
+    """The labels adopt mode's mutation leaves on a wrap candidate (webhook/core/adoption.py
     prepare): the adoption label; on a Pod, which is its own pod template, also the AppWrapper
     label, and its queue label moves to an annotation."""
     prepared = copy.deepcopy(obj)
@@ -1339,7 +1341,7 @@ def dockerignored(path: str) -> bool:
     return ignored
 
 
-@pytest.mark.parametrize("path", ["pyproject.toml", "README.md", "webhook/names.py"])
+@pytest.mark.parametrize("path", ["pyproject.toml", "README.md", "webhook/model/names.py"])
 def test_build_context_holds_the_sources(path: str) -> None:
     assert not dockerignored(path)
 

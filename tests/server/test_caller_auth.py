@@ -26,8 +26,8 @@ from testbed.pki import ServingPki
 from testbed.policies import in_mode
 from testbed.redirect import Cluster
 from tests.server.test_e2e import vcjob
-from webhook import names
-from webhook.policy import PolicySet
+from webhook.core.policy import PolicySet
+from webhook.model import names
 from webhook.shell import certs, kube, policyfiles, server
 
 REPO = Path(__file__).resolve().parents[2]

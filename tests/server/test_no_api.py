@@ -20,7 +20,8 @@ from testbed.policies import in_mode
 from testbed.redirect import REPO
 from testbed.scenarios import admission_request, encode, post, review
 from tests.server.test_e2e import vcjob
-from webhook import adoption, engine, names
+from webhook.core import adoption, engine
+from webhook.model import names
 from webhook.shell import policyfiles, server
 
 

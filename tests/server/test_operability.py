@@ -16,7 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from testbed.redirect import Cluster
 from tests.server.test_e2e import vcjob
-from webhook import __version__, cli
+from webhook import __version__
+from webhook.cli import main as cli
 from webhook.shell import certs, server
 from webhook.shell.metrics import Metrics, api_call_label
 

@@ -16,7 +16,8 @@ import pytest
 from testbed.cluster.cluster import FakeCluster
 from testbed.pki import ServingPki
 from testbed.redirect import REPO, Cluster, start_cluster
-from webhook import names, policy
+from webhook.core import policy
+from webhook.model import names
 from webhook.shell import policyfiles, server
 
 CONFIGMAP = "autowrap-policies"

@@ -15,8 +15,9 @@ from testbed.cluster.cluster import FakeCluster
 from testbed.cluster.resources import SECRETS
 from testbed.redirect import webhook_configurations
 from tests.server.test_self_managed import install_empty_secret
-from webhook import cli, names
+from webhook.cli import main as cli
 from webhook.controller import own_namespace
+from webhook.model import names
 from webhook.shell import certs, selfmanaged
 
 SECRET = "autowrap-serving-cert"

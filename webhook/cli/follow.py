@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from webhook import status
-from webhook.names import APPWRAPPER_LABEL
+from webhook.cli import status
+from webhook.model.names import APPWRAPPER_LABEL
 from webhook.shell.kube import APPWRAPPERS, EVENTS, KUEUE_GROUP, PODS, VOLCANO_JOBS, Api, Kind
 
 WORKLOADS: Final = Kind(KUEUE_GROUP, "v1beta1", "workloads", "Workload")

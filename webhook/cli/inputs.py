@@ -17,7 +17,7 @@ from typing import Any, TextIO
 import orjson
 import yaml
 
-from webhook.yamltext import LOADER, STDIN, yaml_error
+from webhook.model.yamltext import LOADER, STDIN, yaml_error
 
 EXTENSIONS = (".yaml", ".yml", ".json")
 

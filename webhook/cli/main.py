@@ -22,12 +22,15 @@ from typing import Any, TextIO
 import orjson
 import yaml
 
-from webhook import __version__, adoption, engine, names, objects, podview, policytests
-from webhook.inputs import Document, InputError, read_all, read_documents
-from webhook.policy import Mode, PolicyError, PolicySet
+from webhook import __version__
+from webhook.cli import podview, policytests
+from webhook.cli.inputs import Document, InputError, read_all, read_documents
+from webhook.cli.summary import Result, Summary, errors, summarize
+from webhook.core import adoption, engine
+from webhook.core.policy import Mode, PolicyError, PolicySet
+from webhook.model import names, objects
+from webhook.model.yamltext import LOADER, yaml_error
 from webhook.shell import policyfiles
-from webhook.summary import Result, Summary, errors, summarize
-from webhook.yamltext import LOADER, yaml_error
 
 EXIT_OK, EXIT_REJECTED, EXIT_UNREADABLE = 0, 1, 2
 
@@ -561,8 +564,8 @@ def cmd_certs(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO)
 def cmd_status(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
     import asyncio
 
-    from webhook import status
-    from webhook.shell import follow, kube
+    from webhook.cli import follow, status
+    from webhook.shell import kube
 
     quiet_kube_client()
     check_kubeconfig(args.kubeconfig, required=True)

@@ -17,11 +17,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook import kinds, objects
-from webhook.objects import Obj, as_list, as_map
-from webhook.plumbing import env as env_plumbing
-from webhook.plumbing import pods as pod_plumbing
-from webhook.workload import KindAdapter, PodGroup
+from webhook.core import kinds
+from webhook.core.plumbing import env as env_plumbing
+from webhook.core.plumbing import pods as pod_plumbing
+from webhook.core.workload import KindAdapter, PodGroup
+from webhook.model import objects
+from webhook.model.objects import Obj, as_list, as_map
 
 NOT_SET = "-"  # autowrap injects nothing of that name into this pod
 UNKNOWN = "?"  # set, but to something only the running pod knows (see the row's notes)

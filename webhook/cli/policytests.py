@@ -31,8 +31,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from webhook import names, objects, policyerrors, yamltext
-from webhook.summary import Result, Summary
+from webhook.cli.summary import Result, Summary
+from webhook.core import policyerrors
+from webhook.model import names, objects, yamltext
 
 TEST_FILE = "autowrap-test.yaml"
 

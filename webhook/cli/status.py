@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from webhook import adoption, names, objects
+from webhook.core import adoption
+from webhook.model import names, objects
 
 Obj = Mapping[str, Any]
 LAST_EVENTS = 10

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from webhook import engine, names, objects
-from webhook.fields import Violation
+from webhook.core import engine
+from webhook.model import names, objects
+from webhook.model.fields import Violation
 
 
 class Result(StrEnum):

@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from webhook import audit, engine, kinds, names, objects, provenance
-from webhook.objects import Obj, as_list, as_map
-from webhook.policy import PolicySpec
-from webhook.workload import KindAdapter, has_server_defaults
+from webhook.core import audit, engine, kinds, provenance
+from webhook.core.policy import PolicySpec
+from webhook.core.workload import KindAdapter, has_server_defaults
+from webhook.model import names, objects
+from webhook.model.objects import Obj, as_list, as_map
 
 # Template annotation: which podSet of the AppWrapper a pod belongs to (its index in
 # ``spec.components[0].podSets``, the order Kueue writes ``podSetInfos`` in). Written at

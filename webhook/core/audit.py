@@ -15,7 +15,8 @@ from typing import Any
 
 import orjson
 
-from webhook import engine, names, objects
+from webhook.core import engine
+from webhook.model import names, objects
 
 # An annotation stays well below the 256 KiB of all annotations together.
 MAX_RECORDED = 20

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from webhook import dnsnames, names, objects
-from webhook.fields import FieldPath
-from webhook.objects import Obj, as_list, as_map
-from webhook.rules import podsets
+from webhook.core.rules import podsets
+from webhook.model import dnsnames, names, objects
+from webhook.model.fields import FieldPath
+from webhook.model.objects import Obj, as_list, as_map
 
 _SERVER_FIELDS = (
     "uid",

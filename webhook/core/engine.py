@@ -13,8 +13,27 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from webhook import builder, kinds, names, objects, workload
-from webhook.fields import (
+from webhook.core import builder, kinds, workload
+from webhook.core.plumbing import env as env_plumbing
+from webhook.core.plumbing import topology as topology_plumbing
+from webhook.core.policy import Enforcement, Match, PolicySet, PolicySpec, WrapMode
+from webhook.core.rules import accelerators as accelerator_rules
+from webhook.core.rules import annotations as annotation_rules
+from webhook.core.rules import env as env_rules
+from webhook.core.rules import (
+    fault_tolerance,
+    partitions,
+    pod_templates,
+    podsets,
+    queue,
+    rendezvous,
+)
+from webhook.core.rules import names as name_rules
+from webhook.core.rules import size as size_rules
+from webhook.core.rules import topology as topology_rules
+from webhook.core.workload import KindAdapter, PodGroup
+from webhook.model import names, objects
+from webhook.model.fields import (
     ANNOTATIONS,
     LABELS,
     METADATA,
@@ -24,18 +43,7 @@ from webhook.fields import (
     Violation,
     error,
 )
-from webhook.objects import Obj, as_list, as_map, int_or_none
-from webhook.plumbing import env as env_plumbing
-from webhook.plumbing import topology as topology_plumbing
-from webhook.policy import Enforcement, Match, PolicySet, PolicySpec, WrapMode
-from webhook.rules import accelerators as accelerator_rules
-from webhook.rules import annotations as annotation_rules
-from webhook.rules import env as env_rules
-from webhook.rules import fault_tolerance, partitions, pod_templates, podsets, queue, rendezvous
-from webhook.rules import names as name_rules
-from webhook.rules import size as size_rules
-from webhook.rules import topology as topology_rules
-from webhook.workload import KindAdapter, PodGroup
+from webhook.model.objects import Obj, as_list, as_map, int_or_none
 
 COMPONENTS = SPEC.child("components")
 

@@ -19,7 +19,8 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from webhook import durations, policyerrors, yamltext
+from webhook.core import policyerrors
+from webhook.model import durations, yamltext
 
 # Matched case-insensitively, earliest pattern first; a glob never matches a share of a
 # device (``*-memory``, ``*cores``; see plumbing/env.py), a name spelled out always counts.

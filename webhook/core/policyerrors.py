@@ -2,7 +2,7 @@
 
 Pydantic validates the policy models; its own messages ("Extra inputs are not permitted",
 "Input should be 'OptIn' or 'Always'") name neither the fix nor the field a typo was meant to
-be. Each error is said here the way ``webhook.podschema`` speaks of a manifest: an unknown
+be. Each error is said here the way ``webhook.model.podschema`` speaks of a manifest: an unknown
 field with the closest known one, a value with the ones allowed.
 """
 

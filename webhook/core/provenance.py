@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook import names, objects
-from webhook.objects import as_list, as_map
+from webhook.model import names, objects
+from webhook.model.objects import as_list, as_map
 
 # pkg/utils/utils.go:624 (AppWrapper): Go's \w is ASCII letters, digits and underscore.
 _NOT_LABEL_CHARACTER = re.compile(r"[^-_.0-9A-Za-z]")

@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeGuard, runtime_checkable
 
-from webhook.fields import FieldPath, Violation
-from webhook.objects import Obj
+from webhook.model.fields import FieldPath, Violation
+from webhook.model.objects import Obj
 
 
 @dataclass(frozen=True)

@@ -93,17 +93,17 @@ class Violation:
 
 # Modules whose findings go by another family name than their own module name.
 _FAMILIES = {
-    "webhook.engine": "appwrapper",
-    "webhook.kinds.volcano_rules": "volcano",
-    "webhook.kinds.volcano_job": "volcano",
-    "webhook.podschema": "pod-schema",
-    "webhook.plumbing.pods": "plumbing",
+    "webhook.core.engine": "appwrapper",
+    "webhook.core.kinds.volcano_rules": "volcano",
+    "webhook.core.kinds.volcano_job": "volcano",
+    "webhook.model.podschema": "pod-schema",
+    "webhook.core.plumbing.pods": "plumbing",
 }
 
 
 def rule_family(module: str) -> str:
     """The stable rule family of findings made in ``module``: the rule module's name
-    (``webhook.rules.pod_templates`` -> ``pod-templates``), a kind's rules by the kind
+    (``webhook.core.rules.pod_templates`` -> ``pod-templates``), a kind's rules by the kind
     (``volcano``), the AppWrapper's own checks ``appwrapper``. A bounded set: one per module."""
     return _FAMILIES.get(module) or module.rpartition(".")[2].replace("_", "-")
 

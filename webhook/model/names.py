@@ -42,7 +42,7 @@ ADMISSION_GATE: Final = "autowrap.io/admission"
 QUEUE_ANNOTATION: Final = "autowrap.io/queue"
 # The controller's one-line summary of where the object stands (queued, admitted, ...).
 STATUS_ANNOTATION: Final = "autowrap.io/status"
-# On the AppWrapper: the Audit-enforcement findings it was created with, JSON (``webhook.audit``).
+# On the AppWrapper: the Audit-enforcement findings it was created with, JSON (``webhook.core.audit``).
 AUDIT_FINDINGS_ANNOTATION: Final = "autowrap.io/audit-findings"
 # Kueue's hold: a Workload carrying it is queued but never admitted (Kueue >= 0.19).
 ADMISSION_GATED_BY_ANNOTATION: Final = "kueue.x-k8s.io/admission-gated-by"

@@ -16,8 +16,8 @@ from typing import Any
 
 import orjson
 
-from webhook import names
-from webhook.fields import FieldPath
+from webhook.model import names
+from webhook.model.fields import FieldPath
 
 Obj = dict[str, Any]
 

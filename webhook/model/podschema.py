@@ -15,8 +15,8 @@ import difflib
 import functools
 from collections.abc import Mapping
 
-from webhook import podschema_data, quantity
-from webhook.fields import FieldPath, Violation, error, warning
+from webhook.model import podschema_data, quantity
+from webhook.model.fields import FieldPath, Violation, error, warning
 
 _SCALARS = {
     "int": "an integer",

@@ -27,7 +27,8 @@ from urllib.parse import quote, urlencode
 import aiohttp
 import orjson
 
-from webhook import kinds, names, objects, provenance
+from webhook.core import kinds, provenance
+from webhook.model import names, objects
 
 
 @dataclass(frozen=True)

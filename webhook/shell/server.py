@@ -28,8 +28,10 @@ from typing import Any, Protocol
 import orjson
 from aiohttp import web
 
-from webhook import __version__, admission, audit, durations, names, policy, review
-from webhook.policy import PolicyError, PolicySet
+from webhook import __version__, admission
+from webhook.core import audit, policy
+from webhook.core.policy import PolicyError, PolicySet
+from webhook.model import durations, names, review
 from webhook.shell import certs, kube, lanes, opevents, policyfiles
 from webhook.shell.kube import KubeClient, NoConfiguration
 from webhook.shell.metrics import Metrics

@@ -29,7 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook import adoption, names, objects, provenance
+from webhook.core import adoption, provenance
+from webhook.model import names, objects
 from webhook.shell.kube import (
     APPWRAPPERS,
     ApiFailure,

@@ -1,15 +1,15 @@
 """The workload kinds autowrap can wrap, registered in one visible list.
 
-To add a kind: write one module here implementing ``webhook.workload.KindAdapter`` (plus any
+To add a kind: write one module here implementing ``webhook.core.workload.KindAdapter`` (plus any
 capability protocols it has) and add an instance to ``KINDS``. Nothing in ``plumbing/`` or
 ``rules/`` changes.
 """
 
 from __future__ import annotations
 
-from webhook.kinds.pod import PodKind
-from webhook.kinds.volcano_job import VolcanoJobKind
-from webhook.workload import KindAdapter
+from webhook.core.kinds.pod import PodKind
+from webhook.core.kinds.volcano_job import VolcanoJobKind
+from webhook.core.workload import KindAdapter
 
 # Static conformance: mypy fails here if an adapter misses a method of the protocol.
 _volcano: KindAdapter = VolcanoJobKind()

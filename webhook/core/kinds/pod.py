@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from webhook import dnsnames, names, objects
-from webhook.fields import ROOT
-from webhook.objects import Obj, as_map
-from webhook.workload import Dns, PodGroup
+from webhook.core.workload import Dns, PodGroup
+from webhook.model import dnsnames, names, objects
+from webhook.model.fields import ROOT
+from webhook.model.objects import Obj, as_map
 
 SERVICE_LABEL = names.PREFIX + "service"
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from webhook import dnsnames, names, objects
-from webhook.fields import METADATA, SPEC, FieldPath, Violation, error, warning
-from webhook.kinds import volcano_rules
-from webhook.objects import Obj, as_list, as_map, int_or_none
-from webhook.workload import Dns, Partition, PodGroup, TopologySlot
+from webhook.core.kinds import volcano_rules
+from webhook.core.workload import Dns, Partition, PodGroup, TopologySlot
+from webhook.model import dnsnames, names, objects
+from webhook.model.fields import METADATA, SPEC, FieldPath, Violation, error, warning
+from webhook.model.objects import Obj, as_list, as_map, int_or_none
 
 TASKS = SPEC.child("tasks")
 PUBLISH_NOT_READY = "--publish-not-ready-addresses"

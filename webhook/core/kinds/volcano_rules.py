@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from webhook import dnsnames, quantity
-from webhook.fields import SPEC, FieldPath, Violation, error
-from webhook.objects import as_list, as_map, int_or_none
+from webhook.model import dnsnames, quantity
+from webhook.model.fields import SPEC, FieldPath, Violation, error
+from webhook.model.objects import as_list, as_map, int_or_none
 
 TASKS = SPEC.child("tasks")
 

@@ -19,9 +19,9 @@ from typing import Any
 
 import orjson
 
-from webhook import names, objects
-from webhook.objects import Obj, as_list, as_map
-from webhook.workload import PodGroup
+from webhook.core.workload import PodGroup
+from webhook.model import names, objects
+from webhook.model.objects import Obj, as_list, as_map
 
 CONTAINER_LISTS = ("initContainers", "containers")
 

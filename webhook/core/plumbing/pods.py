@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook import names, objects
-from webhook.fields import ANNOTATIONS, LABELS, Violation, error
-from webhook.objects import Obj
+from webhook.model import names, objects
+from webhook.model.fields import ANNOTATIONS, LABELS, Violation, error
+from webhook.model.objects import Obj
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from webhook import objects
-from webhook.objects import Obj
-from webhook.policy import TopologyPolicy
-from webhook.workload import TopologySlot
+from webhook.core.policy import TopologyPolicy
+from webhook.core.workload import TopologySlot
+from webhook.model import objects
+from webhook.model.objects import Obj
 
 
 def apply_defaults(obj: Obj, slots: Iterable[TopologySlot], policy: TopologyPolicy) -> Obj:

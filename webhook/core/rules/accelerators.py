@@ -7,9 +7,9 @@ WORLD_SIZE of 8 where the job expects 128. The annotation says how many there ar
 
 from __future__ import annotations
 
-from webhook import names
-from webhook.fields import Violation, warning
-from webhook.plumbing.env import Plan, uncounted_accelerators
+from webhook.core.plumbing.env import Plan, uncounted_accelerators
+from webhook.model import names
+from webhook.model.fields import Violation, warning
 
 
 def check(plan: Plan) -> list[Violation]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from webhook import names
-from webhook.fields import ANNOTATIONS, Violation, error
-from webhook.plumbing.env import excluded_tasks, parse_positive
+from webhook.core.plumbing.env import excluded_tasks, parse_positive
+from webhook.model import names
+from webhook.model.fields import ANNOTATIONS, Violation, error
 
 
 def check(

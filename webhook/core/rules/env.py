@@ -9,10 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from webhook import names
-from webhook.fields import FieldPath, Violation, error, warning
-from webhook.objects import as_list, as_map
-from webhook.plumbing.env import (
+from webhook.core.plumbing.env import (
     CONTAINER_LISTS,
     GroupPlan,
     Plan,
@@ -20,6 +17,9 @@ from webhook.plumbing.env import (
     nproc_source,
     same_entry,
 )
+from webhook.model import names
+from webhook.model.fields import FieldPath, Violation, error, warning
+from webhook.model.objects import as_list, as_map
 
 _PORT_NAMES = ("MASTER_PORT", "PET_MASTER_PORT")
 _NPROC_NAMES = ("NPROC_PER_NODE", "PET_NPROC_PER_NODE", "LOCAL_WORLD_SIZE")

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from webhook import durations, names
-from webhook.fields import ANNOTATIONS, FieldPath, Violation, error
-from webhook.policy import (
+from webhook.core.policy import (
     FAULT_TOLERANCE_CODES,
     FAULT_TOLERANCE_DURATIONS,
     FAULT_TOLERANCE_INTS,
     FaultTolerance,
     cap_exceeded,
 )
+from webhook.model import durations, names
+from webhook.model.fields import ANNOTATIONS, FieldPath, Violation, error
 
 
 def check(

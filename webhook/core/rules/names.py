@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from webhook.fields import METADATA, Violation, error
-from webhook.objects import as_map
-from webhook.workload import KindAdapter, PodGroup
+from webhook.core.workload import KindAdapter, PodGroup
+from webhook.model.fields import METADATA, Violation, error
+from webhook.model.objects import as_map
 
 
 def check_named(obj: Mapping[str, Any]) -> list[Violation]:

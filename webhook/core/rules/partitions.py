@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from webhook.fields import Violation, error
-from webhook.workload import PodGroup
+from webhook.core.workload import PodGroup
+from webhook.model.fields import Violation, error
 
 
 def check(groups: Iterable[PodGroup]) -> list[Violation]:

@@ -3,7 +3,7 @@
 Every pod group's template becomes an AppWrapper podSet, and AppWrapper refuses a podSet path
 that holds no map or a map without ``spec`` (project-codeflare/appwrapper
 pkg/utils/utils.go:52-66, via internal/webhook/appwrapper_webhook.go:209), or a ``spec`` that
-does not parse as a PodSpec (``webhook.podschema``). Kubernetes' own pod validation, which
+does not parse as a PodSpec (``webhook.model.podschema``). Kubernetes' own pod validation, which
 Volcano runs on every task template (volcano-sh/volcano
 pkg/webhooks/admission/jobs/validate/admit_job.go:334-359, ``ValidatePodTemplate``), refuses
 negative quantities, requests above limits and pod-level resources below what the containers
@@ -21,11 +21,11 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
-from webhook import objects, podschema, quantity
-from webhook.fields import FieldPath, Violation, error
-from webhook.objects import as_list, as_map
-from webhook.rules import podsets
-from webhook.workload import PodGroup
+from webhook.core.rules import podsets
+from webhook.core.workload import PodGroup
+from webhook.model import objects, podschema, quantity
+from webhook.model.fields import FieldPath, Violation, error
+from webhook.model.objects import as_list, as_map
 
 CONTAINER_LISTS = ("initContainers", "containers")
 # What pod-level resources may set (Kubernetes: cpu, memory and hugepages).

@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook import names
-from webhook.fields import FieldPath, Violation, error
-from webhook.objects import as_list, as_map, int_or_none
+from webhook.model import names
+from webhook.model.fields import FieldPath, Violation, error
+from webhook.model.objects import as_list, as_map, int_or_none
 
 TEMPLATE = "template"
 

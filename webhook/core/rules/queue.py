@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from webhook import dnsnames, names
-from webhook.fields import LABELS, FieldPath, Violation, error
-from webhook.policy import QueuePolicy
+from webhook.core.policy import QueuePolicy
+from webhook.model import dnsnames, names
+from webhook.model.fields import LABELS, FieldPath, Violation, error
 
 QUEUE_PATH = LABELS.key(names.QUEUE_LABEL)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from webhook import names
-from webhook.fields import Violation, error
-from webhook.workload import PodGroup
+from webhook.core.workload import PodGroup
+from webhook.model import names
+from webhook.model.fields import Violation, error
 
 
 def check(groups: Sequence[PodGroup], master: PodGroup | None) -> list[Violation]:

@@ -12,7 +12,7 @@ import json
 
 import orjson
 
-from webhook.fields import ROOT, FieldPath, Violation, error
+from webhook.model.fields import ROOT, FieldPath, Violation, error
 
 ETCD_LIMIT = 1572864  # 1.5 MiB
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from webhook.fields import Violation, error, warning
-from webhook.objects import as_map, int_or_none
-from webhook.workload import TopologySlot
+from webhook.core.workload import TopologySlot
+from webhook.model.fields import Violation, error, warning
+from webhook.model.objects import as_map, int_or_none
 
 
 def check(slots: Iterable[TopologySlot], *, max_tier: int | None) -> list[Violation]:
