@@ -119,7 +119,7 @@ def test_the_controller_is_a_layer_above_the_engine_and_the_webhooks() -> None:
         if path not in controller
         and any(name.startswith("webhook.controller") for name in _imports(path))
     }
-    assert importers <= {"shell/server.py"}, importers
+    assert importers <= {"app.py"}, importers
     for path in controller:
         shell = {
             n

@@ -905,6 +905,7 @@ async def test_adopt_mode_runs_through_the_rendered_webhooks(
     from testbed.cluster.cluster import FakeCluster
     from testbed.cluster.resources import LOCALQUEUES, PODS, VCJOBS
     from testbed.policies import in_mode
+    from webhook import app
     from webhook.shell import server
 
     configurations = tuple(o for o in render("base") if o["kind"] in WEBHOOK_CONFIGURATIONS)
@@ -931,7 +932,7 @@ async def test_adopt_mode_runs_through_the_rendered_webhooks(
         kubeconfig=str(api.write_kubeconfig(tmp_path / "kubeconfig")),
         reload_interval=60.0, drain_timeout=5.0, controller=False,
     )  # fmt: skip
-    running = await server.start(options)
+    running = await app.start(options)
     emulator.port = running.port
     try:
 

@@ -532,11 +532,11 @@ def check_kubeconfig(path: str | None, *, required: bool) -> None:
 
 
 def cmd_serve(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
-    from webhook.shell import server
+    from webhook import app
 
     quiet_kube_client()
     check_kubeconfig(args.kubeconfig, required=False)
-    return server.main(args)
+    return app.main(args)
 
 
 def cmd_certs(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
