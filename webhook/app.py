@@ -21,6 +21,7 @@ from typing import Any
 
 from webhook.controller import Controller, Settings, own_namespace
 from webhook.controller.events import Recorder
+from webhook.core import ports
 from webhook.core.policy import PolicyError
 from webhook.shell import certs, kube, policyfiles, server
 from webhook.shell.informer import Informer
@@ -60,7 +61,7 @@ async def _follow_caches(cluster: KubeClient) -> list[asyncio.Task[None]]:
     local_queues = None
     try:
         version = await cluster.kueue_version(timeout=10.0)
-    except kube.ApiFailure as exc:
+    except ports.ApiFailure as exc:
         log.warning("Kueue not discovered; LocalQueues are looked up per request",
                     extra={"fields": {"error": str(exc)}})  # fmt: skip
         version = None

@@ -565,6 +565,7 @@ def cmd_status(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO
     import asyncio
 
     from webhook.cli import follow, status
+    from webhook.core import ports
     from webhook.shell import kube
 
     quiet_kube_client()
@@ -577,7 +578,7 @@ def cmd_status(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO
         )
     try:
         fetched = asyncio.run(follow.run(args.kubeconfig, kind, args.namespace, name))
-    except (follow.NotFound, kube.ApiFailure, kube.NoConfiguration) as exc:
+    except (follow.NotFound, ports.ApiFailure, kube.NoConfiguration) as exc:
         say(err, "error", str(exc))
         return EXIT_REJECTED
     report = status.report(fetched)
@@ -591,6 +592,7 @@ def cmd_status(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO
 def cmd_uninstall(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
     import asyncio
 
+    from webhook.core import ports
     from webhook.shell import kube
     from webhook.shell.uninstall import Uninstall
 
@@ -610,7 +612,7 @@ def cmd_uninstall(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: Tex
 
     try:
         asyncio.run(run())
-    except (kube.ApiFailure, kube.NoConfiguration) as exc:
+    except (ports.ApiFailure, kube.NoConfiguration) as exc:
         say(err, "error", f"{exc}; nothing after that step was done: run uninstall again")
         return EXIT_REJECTED
     return EXIT_OK

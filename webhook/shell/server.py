@@ -26,10 +26,10 @@ import orjson
 from aiohttp import web
 
 from webhook import __version__, admission
-from webhook.core import audit, policy
+from webhook.core import audit, policy, ports
 from webhook.core.policy import PolicyError, PolicySet
 from webhook.model import durations, names, review
-from webhook.shell import certs, kube, lanes, opevents, policyfiles
+from webhook.shell import certs, lanes, opevents, policyfiles
 from webhook.shell.kube import KubeClient, NoConfiguration
 from webhook.shell.metrics import Metrics
 
@@ -511,7 +511,7 @@ async def _metrics_refused(request: web.Request, state: State) -> web.Response |
         if who is None:
             return web.Response(status=401, text="the token does not authenticate\n")
         allowed, reason = await cluster.may_get_url(who, names.METRICS_PATH, timeout=5.0)
-    except kube.ApiFailure as exc:
+    except ports.ApiFailure as exc:
         log.warning("metrics authorization failed", extra={"fields": {"error": str(exc)}})
         return web.Response(status=503, text=f"cannot check the token: {exc}\n")
     if not allowed:
