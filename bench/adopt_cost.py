@@ -46,7 +46,7 @@ import aiohttp
 import orjson
 
 from bench import load, policies
-from webhook import names
+from webhook.model import names
 
 QUIET = 1.0
 PODS_PER_JOB = 4

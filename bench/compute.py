@@ -17,10 +17,11 @@ from typing import Any
 import orjson
 
 from bench.payloads import Payload
-from webhook import admission, engine
-from webhook.provenance import Me
+from webhook import admission
+from webhook.core import engine
+from webhook.core.ports import Identity
+from webhook.core.provenance import Me
 from webhook.shell import policyfiles
-from webhook.shell.kube import Identity
 
 
 class InstantCluster:

@@ -64,8 +64,9 @@ from testbed.cluster.resources import (
 )
 from testbed.cluster.store import Store
 from testbed.sim.kueue import admitted_workload
-from webhook import adoption, engine, names
-from webhook.policy import PolicySet
+from webhook.core import adoption, engine
+from webhook.core.policy import PolicySet
+from webhook.model import names
 from webhook.shell import policyfiles
 
 Obj = dict[str, Any]

@@ -29,7 +29,7 @@ from aiohttp import web
 from bench.payloads import QUEUE
 from bench.policies import ADOPT_NAMESPACE, REDIRECT_NAMESPACE
 from bench.serving import serve_until_signalled
-from webhook import names
+from webhook.model import names
 
 TOKEN = "bench-token"
 KUEUE_GROUP = "kueue.x-k8s.io"

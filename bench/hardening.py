@@ -26,7 +26,7 @@ from testbed import scenarios as sc
 from testbed.cluster.cluster import FakeCluster, for_autowrap
 from testbed.pki import service_dns_names, write_pki
 from testbed.redirect import start_cluster
-from webhook import names
+from webhook.model import names
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -30,7 +30,7 @@ from bench import payloads
 from testbed import scenarios as sc
 from testbed.cluster.cluster import for_autowrap
 from testbed.pki import service_dns_names, write_pki
-from webhook import names
+from webhook.model import names
 
 HEALTH_EVERY = 0.02
 

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from bench.policies import ADOPT_NAMESPACE, REDIRECT_NAMESPACE
-from webhook import names
+from webhook.model import names
 
 # Every payload runs in the redirect namespace unless it says otherwise (the adopt payloads).
 NAMESPACE = REDIRECT_NAMESPACE

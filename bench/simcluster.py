@@ -59,7 +59,8 @@ from testbed.cluster.resources import (
 )
 from testbed.cluster.store import Store
 from testbed.sim import Simulators, simulated
-from webhook import adoption, engine, names
+from webhook.core import adoption, engine
+from webhook.model import names
 from webhook.shell import policyfiles
 
 Obj = dict[str, Any]

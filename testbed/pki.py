@@ -17,7 +17,7 @@ from pathlib import Path
 
 from cryptography import x509
 
-from webhook.names import SERVICE_NAME, SERVICE_NAMESPACE
+from webhook.model.names import SERVICE_NAME, SERVICE_NAMESPACE
 from webhook.shell import certs
 
 CA_CERT_FILE = certs.CA_CERT

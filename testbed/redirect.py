@@ -19,7 +19,8 @@ from testbed.apiserver import AdmissionResult, ApiserverEmulator, UserInfo
 from testbed.cluster.cluster import FakeCluster
 from testbed.pki import ServingPki
 from testbed.policies import in_mode
-from webhook import names
+from webhook import app
+from webhook.model import names
 from webhook.shell import server
 
 REPO = Path(__file__).resolve().parents[1]
@@ -143,7 +144,7 @@ async def start_cluster(
         kubeconfig=str(kubeconfig), reload_interval=0.2, drain_timeout=5.0, controller=False,
         watch_caches=False,
     )  # fmt: skip
-    running = await server.start(options)
+    running = await app.start(options)
     configurations = webhook_configurations()
     namespaces = namespaces or {NAMESPACE: {}}
     emulator = ApiserverEmulator(

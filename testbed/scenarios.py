@@ -33,7 +33,7 @@ from testbed.cluster.cluster import FakeCluster
 from testbed.pki import ServingPki, service_hostname, write_pki
 from testbed.policies import in_mode
 from testbed.redirect import ALICE, NAMESPACE, QUEUE, REPO, Cluster, pod, vcjob
-from webhook import names
+from webhook.model import names
 
 Obj = dict[str, Any]
 SNI = service_hostname()

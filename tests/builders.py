@@ -15,8 +15,9 @@ from typing import Any, Self
 
 import yaml
 
-from webhook import engine, names
-from webhook import policy as policy_mod
+from webhook.core import engine
+from webhook.core import policy as policy_mod
+from webhook.model import names
 
 VOLCANO_API = "batch.volcano.sh/v1alpha1"
 IMAGE = "registry.example.com/ml/torch:2.4"

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from tests.builders import pod, policy, volcano_job
-from webhook import cli
+from webhook.cli import main as cli
 
 REPO = Path(__file__).resolve().parents[1]
 POLICIES = str(REPO / "policies")
@@ -705,7 +705,7 @@ def test_the_client_s_config_not_found_warning_is_silenced(capsys):
 
 
 def test_manifests_parse_alike_with_libyaml_and_without(monkeypatch):
-    from webhook import inputs
+    from webhook.cli import inputs
 
     if yaml.__with_libyaml__:
         assert inputs.LOADER is yaml.CSafeLoader

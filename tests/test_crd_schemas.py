@@ -9,7 +9,7 @@ import yaml
 
 from testbed import schemas
 from tests.builders import appwrapper, context, pod, policy, volcano_job
-from webhook import engine
+from webhook.core import engine
 from webhook.shell import policyfiles
 
 REPO = Path(__file__).resolve().parents[1]

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from testbed import schemas
-from webhook import cli
+from webhook.cli import main as cli
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "golden"

@@ -1,4 +1,4 @@
-"""``webhook.patches.make_patch``: the patch, applied by the ``jsonpatch`` package, gives the target."""
+"""``webhook.model.patches.make_patch``: the patch, applied by the ``jsonpatch`` package, gives the target."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webhook.patches import escape, make_patch, same
+from webhook.model.patches import escape, make_patch, same
 
 scalars = (
     st.none()

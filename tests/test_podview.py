@@ -7,7 +7,8 @@ import pytest
 from tests.builders import appwrapper, pod, policy, volcano_job
 from tests.engine.helpers import outcome_of, render
 from tests.engine.simulate import pods_of
-from webhook import names, podview
+from webhook.cli import podview
+from webhook.model import names
 
 
 def _rows(obj):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from webhook import cli
+from webhook.cli import main as cli
 
 REPO = Path(__file__).resolve().parents[1]
 SUITE = REPO / "policy-tests"

@@ -1,4 +1,4 @@
-"""``webhook.review.parse``: the AdmissionReview envelope read from a request body."""
+"""``webhook.model.review.parse``: the AdmissionReview envelope read from a request body."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 import pytest
 
-from webhook import review
+from webhook.model import review
 
 Obj = dict[str, Any]
 

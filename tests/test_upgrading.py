@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from webhook import __version__, names
+from webhook import __version__
+from webhook.model import names
 
 REPO = Path(__file__).resolve().parents[1]
 

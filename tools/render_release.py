@@ -99,7 +99,7 @@ def check_namespace(namespace: str) -> str:
 
 def check_policies(directory: Path) -> list[Path]:
     """The policy files of ``directory``, after the server's own loader accepted them."""
-    from webhook import policy
+    from webhook.core import policy
     from webhook.shell import policyfiles
 
     try:

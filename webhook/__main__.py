@@ -1,5 +1,5 @@
 """``python -m webhook`` is ``autowrap``."""
 
-from webhook.cli import main
+from webhook.cli.main import main
 
 raise SystemExit(main())

@@ -17,15 +17,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import orjson
 
-from webhook import adoption, audit, builder, engine, names, objects, patches, provenance, review
-from webhook.plumbing import pods
-from webhook.policy import Match, Mode, PolicySet
-from webhook.rules import size
-from webhook.shell.kube import AlreadyExists, ApiFailure, Identity
+from webhook.core import adoption, audit, builder, engine, provenance
+from webhook.core.plumbing import pods
+from webhook.core.policy import Match, Mode, PolicySet
+from webhook.core.ports import AlreadyExists, ApiFailure, Cluster, Identity
+from webhook.core.rules import size
+from webhook.model import names, objects, patches, review
 
 Webhook = Literal["mutate", "validate"]
 
@@ -43,43 +44,6 @@ def usable_budget(timeout: float | None) -> float:
     ``timeout - 1`` (half of a short timeout), less the margin for sending the answer."""
     given = timeout if timeout is not None and timeout > 0 else DEFAULT_BUDGET
     return max(given - 1.0, given / 2) - ANSWER_MARGIN
-
-
-class Cluster(Protocol):
-    """What admission needs from the API (``webhook.shell.kube.KubeClient`` in the server)."""
-
-    async def create_appwrapper(
-        self, namespace: str, body: dict[str, Any], *, dry_run: bool, timeout: float
-    ) -> dict[str, Any]: ...
-
-    async def get_appwrapper(
-        self, namespace: str, name: str, *, timeout: float
-    ) -> dict[str, Any] | None: ...
-
-    async def may_create_appwrappers(
-        self, who: Identity, namespace: str, *, timeout: float
-    ) -> tuple[bool, str]: ...
-
-    async def local_queue_exists(
-        self, namespace: str, queue: str, *, timeout: float
-    ) -> bool | None: ...
-
-    async def namespace_labels(self, namespace: str, *, timeout: float) -> dict[str, str]: ...
-
-    async def own_identity(self, *, timeout: float) -> provenance.Me:
-        """Who autowrap's own credentials authenticate as (asked once, then remembered)."""
-        ...
-
-    async def refusal(
-        self, namespace: str, components: list[dict[str, Any]], *, timeout: float
-    ) -> str | None:
-        """What the cluster says to a server-side dry-run create of these objects, or None."""
-        ...
-
-    async def redirect_reason(self, namespace: str, queue: str, *, timeout: float) -> str | None:
-        """Why adopt mode cannot serve this queue (its ClusterQueue uses MultiKueue or
-        topology-aware scheduling), or None."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -110,7 +74,7 @@ class Record:
     code: int = 200
     appwrapper: str = ""
     warnings: int = 0
-    # The policy findings its enforcement acts on (``webhook.audit``): how many, by rule family.
+    # The policy findings its enforcement acts on (``webhook.core.audit``): how many, by rule family.
     findings: int = 0
     finding_rules: list[str] = field(default_factory=list)
     policy: str = ""
@@ -524,7 +488,7 @@ def _refuse_existing(
     """Why an AppWrapper that already has the name cannot stand for this request, or None.
 
     Only an AppWrapper autowrap created stands for a request, and only when it wraps the very
-    same object (``webhook.provenance``): its annotations could have been copied onto one that
+    same object (``webhook.core.provenance``): its annotations could have been copied onto one that
     runs something else. A difference the user did not make (queue or fault tolerance from
     another policy version) is no reason to refuse, and never a reason to advise deleting what
     may be running."""

@@ -65,7 +65,7 @@ from testbed.cluster.resources import (
     find,
 )
 from testbed.cluster.store import ApiError, JsonDict, Store, bad_request
-from webhook.names import (
+from webhook.model.names import (
     APPWRAPPER_GROUP,
     APPWRAPPER_USER_LABEL,
     APPWRAPPER_USERID_LABEL,

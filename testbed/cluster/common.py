@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from testbed.apiserver import JsonDict, UserInfo
-from webhook.names import SERVICE_NAME, SERVICE_NAMESPACE
+from webhook.model.names import SERVICE_NAME, SERVICE_NAMESPACE
 
 DEFAULT_TOKEN = "fake-token"
 

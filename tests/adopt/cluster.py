@@ -23,7 +23,8 @@ from testbed.policies import in_mode
 from testbed.redirect import REPO, cel_predicates, webhook_configurations
 from testbed.sim import Simulators, simulated
 from tests.deploy.test_manifests import render
-from webhook import names
+from webhook import app
+from webhook.model import names
 from webhook.shell import server
 
 Obj = dict[str, Any]
@@ -132,7 +133,7 @@ class Cluster:
         from what is stored."""
         state, options = self.running.state, self.running.options
         await self.stop_controller()
-        fresh = asyncio.create_task(server._run_controller(state, options))
+        fresh = asyncio.create_task(app._run_controller(state, options))
         self.running.tasks.append(fresh)
         while state.controller is None or not state.controller.leading.is_set():
             await asyncio.sleep(0.01)
@@ -216,7 +217,7 @@ async def running_cluster(
         reload_interval=60.0, drain_timeout=5.0, controller=controller,
         controller_namespace=names.SERVICE_NAMESPACE, controller_identity="autowrap-0",
     )  # fmt: skip
-    running = await server.start(options)
+    running = await app.start(options)
     emulator.port = running.port
     options_kueue = {"flavors": FLAVORS, "auto_admit": auto_admit, **(kueue or {})}
     try:

@@ -28,9 +28,10 @@ from testbed.cluster.resources import (
 )
 from testbed.sim.kueue import admitted_workload
 from tests.builders import context, policy_set
-from webhook import adoption, engine, names
 from webhook.controller import Controller, Settings
-from webhook.policy import PolicySet
+from webhook.core import adoption, engine
+from webhook.core.policy import PolicySet
+from webhook.model import names
 from webhook.shell.kube import KubeClient
 
 T = TypeVar("T")

@@ -16,9 +16,10 @@ from testbed.cluster.resources import EVENTS, VCJOBS
 from testbed.pki import ServingPki
 from testbed.redirect import REPO, start_cluster
 from tests.adopt.cluster import ALICE, NAMESPACE, running_cluster, vcjob
-from webhook import audit, engine, names
-from webhook.fields import rule_family
-from webhook.policy import PolicySet
+from webhook.core import audit, engine
+from webhook.core.policy import PolicySet
+from webhook.model import names
+from webhook.model.fields import rule_family
 from webhook.shell import policyfiles
 
 MASTER_ADDR = "spec.tasks[0].template.spec.containers[0].env[0]"
@@ -55,8 +56,8 @@ def test_findings_name_policy_rule_family_and_field() -> None:
     appwrapper: dict[str, Any] = {"metadata": {}}
     audit.annotate(appwrapper, [finding])
     assert audit.recorded(appwrapper) == [finding]
-    assert rule_family("webhook.rules.pod_templates") == "pod-templates"
-    assert rule_family("webhook.kinds.volcano_rules") == "volcano"
+    assert rule_family("webhook.core.rules.pod_templates") == "pod-templates"
+    assert rule_family("webhook.core.kinds.volcano_rules") == "volcano"
 
 
 async def test_an_audited_job_is_counted_logged_annotated_and_raises_an_event(

@@ -11,7 +11,7 @@ from testbed.apiserver import UserInfo
 from testbed.cluster.patches import MERGE_PATCH as MERGE
 from testbed.cluster.resources import APPWRAPPERS, LEASES, PODS, VCJOBS
 from tests.adopt.harness import NAMESPACE, QUEUE, adopting, eventually, prepared, vcjob
-from webhook import names
+from webhook.model import names
 
 BOB = UserInfo(username="bob", uid="bob-uid", groups=("system:authenticated",))
 

@@ -11,7 +11,7 @@ from testbed.cluster.resources import VCJOBS
 from testbed.pki import ServingPki
 from testbed.sim import resolved_env
 from tests.adopt.cluster import ALICE, NAMESPACE, QUEUE, running_cluster, vcjob
-from webhook import names
+from webhook.model import names
 
 
 async def test_a_created_job_is_adopted_admitted_and_every_pod_runs_with_its_own_rank(

@@ -16,7 +16,7 @@ from testbed.cluster.resources import PODS, VCJOBS
 from testbed.cluster.store import ApiError
 from testbed.pki import ServingPki
 from tests.adopt.cluster import ALICE, NAMESPACE, QUEUE, bare_pod, running_cluster, vcjob
-from webhook import names
+from webhook.model import names
 
 ALWAYS = f"""\
 apiVersion: autowrap.io/v1alpha1

@@ -13,8 +13,8 @@ import orjson
 from testbed.cluster.resources import VCJOBS
 from testbed.pki import ServingPki
 from tests.adopt.cluster import ALICE, NAMESPACE, QUEUE, running_cluster, vcjob
-from webhook import cli, status
-from webhook.shell import follow
+from webhook.cli import follow, status
+from webhook.cli import main as cli
 from webhook.shell.kube import APPWRAPPERS, PODS, Api
 
 POD_NAMES = ["train-master-0", "train-worker-0", "train-worker-1", "train-worker-2"]

@@ -11,7 +11,7 @@ import pytest
 
 from testbed.apiserver import AdmissionResult, ApiserverEmulator, UserInfo
 from tests.deploy.test_manifests import render
-from webhook import names
+from webhook.model import names
 
 Obj = dict[str, Any]
 AUTOWRAP = UserInfo(

@@ -17,7 +17,7 @@ import yaml
 from testbed.apiserver import ApiserverEmulator, UserInfo, selector_matches
 from tests.deploy.test_manifests import CLUSTER_SCOPED_KINDS, DEPLOY, VARIANTS
 from tools import render_release
-from webhook import names
+from webhook.model import names
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
 

@@ -23,7 +23,9 @@ import yaml
 from testbed.apiserver import ApiserverEmulator, UserInfo, selector_matches
 from testbed.pki import ServingPki
 from testbed.redirect import cel_predicates
-from webhook import cli, kinds, names
+from webhook.cli import main as cli
+from webhook.core import kinds
+from webhook.model import names
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -656,7 +658,7 @@ def test_no_workload_webhook_sees_configmaps(rendered: tuple[Obj, ...]) -> None:
 
 
 def test_the_shipped_policy_configmap_passes_the_policy_check(rendered: tuple[Obj, ...]) -> None:
-    from webhook import policy
+    from webhook.core import policy
     from webhook.shell import policyfiles
 
     configmap = the(rendered, "ConfigMap", POLICY_CONFIGMAP)
@@ -669,7 +671,7 @@ def test_the_shipped_policy_configmap_passes_the_policy_check(rendered: tuple[Ob
 
 
 def as_prepared(obj: Obj) -> Obj:
-    """The labels adopt mode's mutation leaves on a wrap candidate (webhook/adoption.py
+    """The labels adopt mode's mutation leaves on a wrap candidate (webhook/core/adoption.py
     prepare): the adoption label; on a Pod, which is its own pod template, also the AppWrapper
     label, and its queue label moves to an annotation."""
     prepared = copy.deepcopy(obj)
@@ -903,6 +905,7 @@ async def test_adopt_mode_runs_through_the_rendered_webhooks(
     from testbed.cluster.cluster import FakeCluster
     from testbed.cluster.resources import LOCALQUEUES, PODS, VCJOBS
     from testbed.policies import in_mode
+    from webhook import app
     from webhook.shell import server
 
     configurations = tuple(o for o in render("base") if o["kind"] in WEBHOOK_CONFIGURATIONS)
@@ -929,7 +932,7 @@ async def test_adopt_mode_runs_through_the_rendered_webhooks(
         kubeconfig=str(api.write_kubeconfig(tmp_path / "kubeconfig")),
         reload_interval=60.0, drain_timeout=5.0, controller=False,
     )  # fmt: skip
-    running = await server.start(options)
+    running = await app.start(options)
     emulator.port = running.port
     try:
 
@@ -1339,7 +1342,7 @@ def dockerignored(path: str) -> bool:
     return ignored
 
 
-@pytest.mark.parametrize("path", ["pyproject.toml", "README.md", "webhook/names.py"])
+@pytest.mark.parametrize("path", ["pyproject.toml", "README.md", "webhook/model/names.py"])
 def test_build_context_holds_the_sources(path: str) -> None:
     assert not dockerignored(path)
 

@@ -21,7 +21,7 @@ from tests.deploy.test_manifests import (
     render,
     the,
 )
-from webhook import names
+from webhook.model import names
 
 POLICY = "autowrap-webhook"
 SCRAPER_LABEL = "autowrap.io/metrics-scraper"

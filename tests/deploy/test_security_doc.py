@@ -9,7 +9,7 @@ import re
 import yaml
 
 from tests.deploy.test_manifests import DEPLOY, REPO, rbac_grants, render
-from webhook import names
+from webhook.model import names
 
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 HEADING = "## What autowrap's identity can write"

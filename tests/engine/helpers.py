@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.builders import PolicyBuilder, _Builder, context
-from webhook import engine
+from webhook.core import engine
 
 
 def outcome_of(

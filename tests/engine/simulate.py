@@ -2,7 +2,7 @@
 
 Volcano creates pod ``{job}-{task}-{i}`` from the task template, sets ``volcano.sh/task-index``
 as label and annotation, and its svc plugin fills an empty hostname/subdomain; autowrap's pod
-mutation then runs (``webhook.plumbing.pods.mutate``); kubelet resolves each env entry (a
+mutation then runs (``webhook.core.plumbing.pods.mutate``); kubelet resolves each env entry (a
 literal, expanded against the entries above it, or a downward-API fieldRef) and keeps the last
 entry of a name.
 """
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from testbed.sim.kubelet import expand
-from webhook import names
-from webhook.plumbing import pods
+from webhook.core.plumbing import pods
+from webhook.model import names
 
 _FIELD_REF = re.compile(r"^metadata\.(annotations|labels)\[['\"](.+)['\"]\]$")
 

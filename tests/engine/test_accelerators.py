@@ -8,7 +8,7 @@ import pytest
 from tests.builders import policy, volcano_job
 from tests.engine.helpers import outcome_of, render
 from tests.engine.simulate import pods_of
-from webhook import names
+from webhook.model import names
 
 
 def _env(job, *policies):

@@ -9,7 +9,8 @@ import jsonpatch
 import pytest
 
 from tests.builders import context, pod, policy, spec_of, volcano_job
-from webhook import adoption, engine, names, objects
+from webhook.core import adoption, engine
+from webhook.model import names, objects
 
 GATE = {"name": names.ADMISSION_GATE}
 

@@ -6,7 +6,8 @@ import pytest
 
 from tests.builders import appwrapper, context, pod, policy, spec_of, volcano_job
 from tests.engine.simulate import pods_of
-from webhook import engine, names
+from webhook.core import engine
+from webhook.model import names
 
 FT = names.FAULT_TOLERANCE_PREFIX
 JOB = volcano_job("j").task("master", replicas=1).task("w", replicas=3, gpus=8).build()

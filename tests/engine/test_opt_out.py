@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from tests.builders import context, pod, policy, volcano_job
-from webhook import engine, kinds, names
-from webhook import policy as policy_mod
+from webhook.core import engine, kinds
+from webhook.core import policy as policy_mod
+from webhook.model import names
 
 ALWAYS = policy()
 CONTROLLER = names.APPWRAPPER_CONTROLLER_USER

@@ -7,8 +7,8 @@ import pytest
 from tests.builders import pod, volcano_job
 from tests.engine.helpers import render
 from tests.engine.simulate import pods_of
-from webhook import names
-from webhook.plumbing import pods
+from webhook.core.plumbing import pods
+from webhook.model import names
 
 
 def _pod(labels=None, annotations=None):

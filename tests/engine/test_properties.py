@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from tests.builders import context, pod_template, policy
 from tests.engine.simulate import pods_of, rank_order
-from webhook import engine
+from webhook.core import engine
 
 SETTINGS = settings(
     max_examples=60,

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from webhook import names, provenance
+from webhook.core import provenance
+from webhook.model import names
 
 ME = provenance.Me("system:serviceaccount:autowrap-system:autowrap", "3b9c7d1e-uid")
 

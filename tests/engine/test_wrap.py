@@ -8,7 +8,8 @@ import pytest
 
 from tests.builders import appwrapper, context, pod, policy, volcano_job
 from tests.engine.helpers import component, outcome_of, render
-from webhook import engine, names
+from webhook.core import engine
+from webhook.model import names
 
 OPT_IN = policy().opt_in()
 QUEUE = names.QUEUE_LABEL

@@ -23,7 +23,7 @@ from testbed.scenarios import (
     review,
     start_serve,
 )
-from webhook import names
+from webhook.model import names
 from webhook.shell import server
 
 IN_FLIGHT = 6

@@ -28,7 +28,8 @@ from testbed.scenarios import (
     review,
     send_all,
 )
-from webhook import cli, names
+from webhook.cli import main as cli
+from webhook.model import names
 
 json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text()
 json_values = st.recursive(

@@ -11,7 +11,7 @@ from cryptography.hazmat.primitives.serialization import Encoding
 
 from testbed.redirect import Cluster
 from testbed.scenarios import LoadTally, load, rotate, served_certificate
-from webhook import names
+from webhook.model import names
 
 ROTATIONS = 4
 DER = Encoding.DER

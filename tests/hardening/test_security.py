@@ -28,7 +28,7 @@ from testbed.scenarios import (
     review,
     send_all,
 )
-from webhook import names
+from webhook.model import names
 from webhook.shell import server
 
 SECRET = "SECRET-VALUE-123"

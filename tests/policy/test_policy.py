@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from tests.builders import policy, policy_set
-from webhook.policy import PolicyError, build, parse
+from webhook.core.policy import PolicyError, build, parse
 from webhook.shell import policyfiles
 
 REPO = Path(__file__).resolve().parents[2]

@@ -6,7 +6,7 @@ import pytest
 
 from tests.builders import volcano_job
 from tests.engine.helpers import outcome_of, rendered_paths
-from webhook import names
+from webhook.model import names
 
 JOB = volcano_job("j").task("master", replicas=1).task("w", replicas=2)
 

@@ -12,7 +12,7 @@ import copy
 import pytest
 
 from tests.builders import appwrapper, context, pod, policy, volcano_job
-from webhook import engine
+from webhook.core import engine
 
 POLICY = policy().queues(default="q")
 CONTAINER = {"name": "c", "image": "busybox", "command": ["sh", "-c", "sleep 10"]}

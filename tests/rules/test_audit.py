@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tests.builders import policy, volcano_job
 from tests.engine.helpers import outcome_of
-from webhook import engine
+from webhook.core import engine
 
 BAD = volcano_job("j").task("w", replicas=2).env("w", "RANK", "3").spec(minSuccess=1)
 

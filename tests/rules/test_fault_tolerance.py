@@ -6,7 +6,7 @@ import pytest
 
 from tests.builders import appwrapper, pod, policy, volcano_job
 from tests.engine.helpers import outcome_of, rendered_paths
-from webhook import names
+from webhook.model import names
 
 FT = names.FAULT_TOLERANCE_PREFIX
 CAPPED = policy().ft_caps(retryLimit="5", warmupGracePeriodDuration="1h")

@@ -7,7 +7,7 @@ import pytest
 from tests.builders import volcano_job
 from tests.engine.helpers import outcome_of, render, rendered_paths
 from tests.engine.simulate import pods_of
-from webhook import names
+from webhook.model import names
 
 EXCLUDE = names.EXCLUDE_TASKS_ANNOTATION
 ANNOTATION_PATH = f"metadata.annotations[{EXCLUDE}]"

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from tests.support import podschema_snapshot
-from webhook import podschema
-from webhook.fields import FieldPath
+from webhook.model import podschema
+from webhook.model.fields import FieldPath
 
 SPEC = FieldPath(("spec",))
-DATA = Path(__file__).resolve().parents[2] / "webhook" / "podschema_data.py"
+DATA = Path(__file__).resolve().parents[2] / "webhook" / "model" / "podschema_data.py"
 
 
 def found(spec):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tests.builders import appwrapper, context, policy, spec_of, volcano_job
-from webhook import engine, kinds
-from webhook.plumbing import env as env_plumbing
-from webhook.rules import size
+from webhook.core import engine, kinds
+from webhook.core.plumbing import env as env_plumbing
+from webhook.core.rules import size
 
 POLICY = policy().queues(default="q")
 

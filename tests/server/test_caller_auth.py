@@ -26,8 +26,9 @@ from testbed.pki import ServingPki
 from testbed.policies import in_mode
 from testbed.redirect import Cluster
 from tests.server.test_e2e import vcjob
-from webhook import names
-from webhook.policy import PolicySet
+from webhook import app
+from webhook.core.policy import PolicySet
+from webhook.model import names
 from webhook.shell import certs, kube, policyfiles, server
 
 REPO = Path(__file__).resolve().parents[2]
@@ -123,7 +124,7 @@ async def guarded(
         host="127.0.0.1", port=0, metrics_port=0, cert_dir=cert_dir, use_cluster=False,
         controller=False, watch_caches=False, reload_interval=60.0, client_ca_file=ca_file,
     )  # fmt: skip
-    running = await server.start(options)
+    running = await app.start(options)
     try:
         yield running, ca_file, client_ca
     finally:
@@ -206,7 +207,7 @@ async def test_start_up_logs_the_redirect_warning_once(
         policy_path=in_mode(REPO / "policies", tmp_path / "p", "Redirect"), use_cluster=False,
         controller=False, watch_caches=False,
     )  # fmt: skip
-    running = await server.start(options)
+    running = await app.start(options)
     try:
         said = [r for r in caplog.records if "redirect side effect" in r.getMessage()]
         assert len(said) == 1
@@ -228,7 +229,7 @@ async def scraped(
         kubeconfig=str(fake_kubeconfig), controller=False, watch_caches=False,
         metrics_auth=True,
     )  # fmt: skip
-    running = await server.start(options)
+    running = await app.start(options)
     try:
         yield running
     finally:
@@ -273,7 +274,7 @@ async def test_metrics_auth_needs_api_access(webhook_pki: ServingPki) -> None:
         use_cluster=False, controller=False, watch_caches=False, metrics_auth=True,
     )  # fmt: skip
     with pytest.raises(kube.NoConfiguration, match="--metrics-auth"):
-        await server.start(options)
+        await app.start(options)
 
 
 async def test_metrics_host_binds_metrics_apart_from_the_webhook(webhook_pki: ServingPki) -> None:
@@ -281,7 +282,7 @@ async def test_metrics_host_binds_metrics_apart_from_the_webhook(webhook_pki: Se
         host="127.0.0.1", port=0, metrics_port=0, metrics_host="127.0.0.2",
         cert_dir=webhook_pki.directory, use_cluster=False, controller=False, watch_caches=False,
     )  # fmt: skip
-    running = await server.start(options)
+    running = await app.start(options)
     try:
         assert running.metrics_runner.addresses[0][0] == "127.0.0.2"
         assert running.runner.addresses[0][0] == "127.0.0.1"

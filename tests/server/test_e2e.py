@@ -10,7 +10,7 @@ from typing import Any
 from testbed.cluster.resources import APPWRAPPERS
 from testbed.redirect import ALICE, MALLORY, NAMESPACE, QUEUE, Cluster, pod, vcjob
 from testbed.schemas import assert_valid_appwrapper
-from webhook import names
+from webhook.model import names
 
 Obj = dict[str, Any]
 

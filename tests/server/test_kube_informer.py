@@ -14,9 +14,10 @@ from aiohttp import web
 
 from testbed.cluster.cluster import FakeCluster
 from testbed.cluster.resources import PODS
+from webhook.core.ports import ApiFailure, Gone
 from webhook.shell import informer as informer_module
 from webhook.shell.informer import Informer
-from webhook.shell.kube import ApiFailure, Gone, Kind, KubeClient
+from webhook.shell.kube import Kind, KubeClient
 
 POD_KIND = Kind("", "v1", "pods", "Pod")
 Changes = list[tuple[str | None, str | None]]

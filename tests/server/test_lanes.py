@@ -13,8 +13,9 @@ import pytest
 from testbed.redirect import ALICE, NAMESPACE, Cluster
 from testbed.scenarios import SNI, admission_request, encode, post, review
 from tests.server.test_e2e import vcjob
-from webhook import engine, names
-from webhook.rules import size
+from webhook.core import engine
+from webhook.core.rules import size
+from webhook.model import names
 from webhook.shell import lanes
 
 Obj = dict[str, Any]

@@ -20,7 +20,9 @@ from testbed.policies import in_mode
 from testbed.redirect import REPO
 from testbed.scenarios import admission_request, encode, post, review
 from tests.server.test_e2e import vcjob
-from webhook import adoption, engine, names
+from webhook import app
+from webhook.core import adoption, engine
+from webhook.model import names
 from webhook.shell import policyfiles, server
 
 
@@ -34,7 +36,7 @@ async def _start(pki: ServingPki, tmp_path: Path, mode: str) -> server.Running:
         policy_path=in_mode(REPO / "policies", tmp_path / "policies", mode), use_cluster=False,
         controller=False, watch_caches=False, drain_timeout=1.0,
     )  # fmt: skip
-    return await server.start(options)
+    return await app.start(options)
 
 
 @pytest.fixture(params=["Adopt", "Redirect"])

@@ -16,7 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from testbed.redirect import Cluster
 from tests.server.test_e2e import vcjob
-from webhook import __version__, cli
+from webhook import __version__, app
+from webhook.cli import main as cli
 from webhook.shell import certs, server
 from webhook.shell.metrics import Metrics, api_call_label
 
@@ -165,5 +166,5 @@ def test_log_level_reaches_the_server(monkeypatch: pytest.MonkeyPatch) -> None:
     args = cli.parser().parse_args(
         ["serve", "--log-level", "warning", "--cert-dir", "/nonexistent", "--no-controller"]
     )
-    assert server.main(args) == 2  # the missing certificate stops it before serving
+    assert app.main(args) == 2  # the missing certificate stops it before serving
     assert seen == ["warning"]

@@ -17,7 +17,7 @@ from testbed.pki import ServingPki
 from testbed.redirect import webhook_configurations
 from tests.adopt.cluster import running_cluster
 from tests.server.test_self_managed import _args, install_empty_secret
-from webhook import names
+from webhook.model import names
 from webhook.shell import certs, opevents, selfmanaged, server
 
 

@@ -16,7 +16,9 @@ import pytest
 from testbed.cluster.cluster import FakeCluster
 from testbed.pki import ServingPki
 from testbed.redirect import REPO, Cluster, start_cluster
-from webhook import names, policy
+from webhook import app
+from webhook.core import policy
+from webhook.model import names
 from webhook.shell import policyfiles, server
 
 CONFIGMAP = "autowrap-policies"
@@ -132,7 +134,7 @@ async def test_a_server_started_on_an_invalid_set_is_not_ready_until_it_is_fixed
                              policy_path=policy_dir, use_cluster=False, controller=False,
                              watch_caches=False, reload_interval=0.1, drain_timeout=1.0)  # fmt: skip
 
-    running = await server.start(options)
+    running = await app.start(options)
     try:
         ready = await _get(running.port, names.READYZ_PATH, webhook_pki)
         healthy = await _get(running.port, names.HEALTHZ_PATH, webhook_pki)

@@ -16,7 +16,7 @@ from cryptography import x509
 from testbed.cluster.cluster import FakeCluster
 from testbed.cluster.resources import SECRETS
 from testbed.redirect import webhook_configurations
-from webhook import names
+from webhook.model import names
 from webhook.shell import certs, selfmanaged
 from webhook.shell.kube import CertificateStore, sync_api_client
 

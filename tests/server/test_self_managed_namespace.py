@@ -15,8 +15,9 @@ from testbed.cluster.cluster import FakeCluster
 from testbed.cluster.resources import SECRETS
 from testbed.redirect import webhook_configurations
 from tests.server.test_self_managed import install_empty_secret
-from webhook import cli, names
+from webhook.cli import main as cli
 from webhook.controller import own_namespace
+from webhook.model import names
 from webhook.shell import certs, selfmanaged
 
 SECRET = "autowrap-serving-cert"
@@ -79,7 +80,7 @@ async def test_the_certificate_follows_the_pod_namespace_and_service_name(
 def test_serve_resolves_the_install_namespace_from_the_pod_before_preparing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from webhook.shell import server
+    from webhook import app
 
     seen: list[Namespace] = []
 
@@ -91,6 +92,6 @@ def test_serve_resolves_the_install_namespace_from_the_pod_before_preparing(
     monkeypatch.setattr(selfmanaged, "prepare", stop)
     args = _serve_args("--self-managed-certs", "--cert-dir", "/nonexistent")
 
-    assert server.main(args) == 1
+    assert app.main(args) == 1
 
     assert [a.install_namespace for a in seen] == ["platform-webhooks"]

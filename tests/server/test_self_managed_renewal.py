@@ -19,7 +19,7 @@ from testbed.cluster.cluster import FakeCluster
 from testbed.cluster.resources import SECRETS
 from testbed.redirect import webhook_configurations
 from tests.server.test_self_managed import install_empty_secret
-from webhook import names
+from webhook.model import names
 from webhook.shell import certs, selfmanaged
 from webhook.shell.kube import CertificateStore, sync_api_client
 from webhook.shell.metrics import Metrics

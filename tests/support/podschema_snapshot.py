@@ -1,4 +1,4 @@
-"""Builds ``webhook/podschema_data.py``: the PodSpec schema as the kubernetes client's models
+"""Builds ``webhook/model/podschema_data.py``: the PodSpec schema as the kubernetes client's models
 describe it (``openapi_types``/``attribute_map``), plus the fields Kubernetes added after the
 1.32 API that AppWrapper's controller is built with (from kubernetes-validate's schemas).
 

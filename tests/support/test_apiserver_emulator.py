@@ -33,7 +33,7 @@ from testbed.cluster.resources import VCJOBS
 from testbed.cluster.store import ApiError, Store
 from testbed.pki import CertificateAuthority, ServingPki, server_ssl_context, write_pki
 from tests.support.fixtures import Listener, TlsServerFactory
-from webhook.names import SERVICE_NAME, SERVICE_NAMESPACE
+from webhook.model.names import SERVICE_NAME, SERVICE_NAMESPACE
 
 JsonDict = dict[str, Any]
 Reply = JsonDict | web.StreamResponse

@@ -21,7 +21,7 @@ from testbed.cluster import resources as r
 from testbed.cluster.cluster import FakeCluster, for_autowrap
 from testbed.cluster.common import parse_label_selector, sanitize_label, service_account_user
 from testbed.cluster.store import ApiError, Store
-from webhook.names import SERVICE_NAMESPACE
+from webhook.model.names import SERVICE_NAMESPACE
 
 Obj = dict[str, Any]
 
@@ -835,7 +835,7 @@ async def autowrap(
 
 async def test_front_door_calls_the_real_webhook_with_the_user(autowrap: Any) -> None:
     from testbed.redirect import ALICE, NAMESPACE, QUEUE
-    from webhook import names
+    from webhook.model import names
 
     async with FakeCluster(emulator=autowrap.emulator) as fake:
         fake.add_namespace(NAMESPACE)

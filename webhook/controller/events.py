@@ -13,7 +13,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from webhook.shell.kube import EVENTS, Api, ApiFailure
+from webhook.core.ports import ApiFailure
+from webhook.shell.kube import EVENTS, Api
 
 log = logging.getLogger("autowrap")
 

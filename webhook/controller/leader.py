@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from webhook.shell.kube import LEASES, AlreadyExists, ApiFailure, Conflict
+from webhook.core.ports import AlreadyExists, ApiFailure, Conflict
+from webhook.shell.kube import LEASES
 
 log = logging.getLogger("autowrap")
 

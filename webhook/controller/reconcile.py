@@ -17,21 +17,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from webhook import adoption, audit, builder, engine, names, objects, provenance
 from webhook.controller.events import Recorder
-from webhook.objects import as_map
-from webhook.policy import PolicySet
+from webhook.core import adoption, audit, builder, engine, provenance
+from webhook.core.policy import PolicySet
+from webhook.core.ports import AlreadyExists, ApiFailure, Conflict
+from webhook.model import names, objects
+from webhook.model.objects import as_map
 from webhook.shell import opevents
-from webhook.shell.kube import (
-    APPWRAPPERS,
-    JSON_PATCH,
-    KUEUE_GROUP,
-    AlreadyExists,
-    ApiFailure,
-    Conflict,
-    Kind,
-    KubeClient,
-)
+from webhook.shell.kube import APPWRAPPERS, JSON_PATCH, KUEUE_GROUP, Kind, KubeClient
 
 log = logging.getLogger("autowrap")
 

@@ -21,15 +21,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from webhook import adoption, names, objects
 from webhook.controller import leader
 from webhook.controller.events import Recorder
 from webhook.controller.reconcile import Counters, Key, Reconciler
 from webhook.controller.workqueue import WorkQueue
-from webhook.policy import PolicySet
+from webhook.core import adoption
+from webhook.core.policy import PolicySet
+from webhook.core.ports import ApiFailure, Conflict
+from webhook.model import names, objects
 from webhook.shell import opevents
 from webhook.shell.informer import Informer, Obj
-from webhook.shell.kube import APPWRAPPERS, ApiFailure, Conflict, Kind, KubeClient, object_kinds
+from webhook.shell.kube import APPWRAPPERS, Kind, KubeClient, object_kinds
 from webhook.shell.metrics import ControllerStats
 
 log = logging.getLogger("autowrap")

@@ -31,7 +31,8 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from webhook.shell.kube import Api, ApiFailure, Gone, Kind
+from webhook.core.ports import ApiFailure, Gone
+from webhook.shell.kube import Api, Kind
 
 log = logging.getLogger("autowrap")
 

@@ -27,7 +27,9 @@ from urllib.parse import quote, urlencode
 import aiohttp
 import orjson
 
-from webhook import kinds, names, objects, provenance
+from webhook.core import kinds, provenance
+from webhook.core.ports import AlreadyExists, ApiFailure, Conflict, Gone, Identity
+from webhook.model import names, objects
 
 
 @dataclass(frozen=True)
@@ -148,21 +150,6 @@ KEEPALIVE_INTERVAL: Final = 5
 KEEPALIVE_PROBES: Final = 3
 
 
-class ApiFailure(Exception):
-    """A call that did not succeed: ``status`` is the HTTP status, None when nothing answered."""
-
-    def __init__(self, call: str, status: int | None, message: str, reason: str = "") -> None:
-        super().__init__(f"{call}: {message}")
-        self.call = call
-        self.status = status
-        self.message = message
-        self.reason = reason
-
-
-class AlreadyExists(ApiFailure):
-    pass
-
-
 def _rbac_forbidden(exc: ApiFailure) -> bool:
     """A 403 from the authorizer (autowrap's identity lacks the grant), not an admission
     webhook's denial: the authorizer says "... is forbidden: User "..." cannot create resource"."""
@@ -173,26 +160,8 @@ def _rbac_forbidden(exc: ApiFailure) -> bool:
     )
 
 
-class Conflict(ApiFailure):
-    """The object changed since it was read (a stale resourceVersion or failed precondition)."""
-
-
-class Gone(ApiFailure):
-    """A watch or list asked for a resourceVersion the apiserver no longer has (410)."""
-
-
 class NoConfiguration(Exception):
     """No usable client configuration: no in-cluster service account, no kubeconfig."""
-
-
-@dataclass(frozen=True)
-class Identity:
-    """Who asked: the user of the admission request, as SubjectAccessReview wants it."""
-
-    username: str
-    uid: str = ""
-    groups: tuple[str, ...] = ()
-    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 _TEST_FAILED = "test failed"

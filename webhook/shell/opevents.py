@@ -29,7 +29,7 @@ import os
 from collections.abc import Coroutine
 from typing import Any, Protocol
 
-from webhook import names
+from webhook.model import names
 
 log = logging.getLogger("autowrap")
 

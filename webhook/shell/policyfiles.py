@@ -1,4 +1,4 @@
-"""Reading policy files from disk: the shell around the pure ``webhook.policy``.
+"""Reading policy files from disk: the shell around the pure ``webhook.core.policy``.
 
 A path is a file or a directory of ``*.yaml``/``*.yml`` files; hidden entries are skipped.
 A mounted ConfigMap is kubelet's atomic-writer layout: each entry is a symlink to
@@ -16,7 +16,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from webhook import policy
+from webhook.core import policy
 
 ENV_VAR = "AUTOWRAP_POLICY"
 DEFAULT_DIR = Path("policies")

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from cryptography import x509
 
-from webhook import names
+from webhook.model import names
 from webhook.shell import certs, opevents
 from webhook.shell.kube import CertificateStore, sync_api_client
 

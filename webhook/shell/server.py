@@ -14,12 +14,9 @@ import contextlib
 import dataclasses
 import gc
 import logging
-import os
 import shutil
-import signal
 import sys
 import time
-from argparse import Namespace
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,9 +25,11 @@ from typing import Any, Protocol
 import orjson
 from aiohttp import web
 
-from webhook import __version__, admission, audit, durations, names, policy, review
-from webhook.policy import PolicyError, PolicySet
-from webhook.shell import certs, kube, lanes, opevents, policyfiles
+from webhook import __version__, admission
+from webhook.core import audit, policy, ports
+from webhook.core.policy import PolicyError, PolicySet
+from webhook.model import durations, names, review
+from webhook.shell import certs, lanes, opevents, policyfiles
 from webhook.shell.kube import KubeClient, NoConfiguration
 from webhook.shell.metrics import Metrics
 
@@ -512,7 +511,7 @@ async def _metrics_refused(request: web.Request, state: State) -> web.Response |
         if who is None:
             return web.Response(status=401, text="the token does not authenticate\n")
         allowed, reason = await cluster.may_get_url(who, names.METRICS_PATH, timeout=5.0)
-    except kube.ApiFailure as exc:
+    except ports.ApiFailure as exc:
         log.warning("metrics authorization failed", extra={"fields": {"error": str(exc)}})
         return web.Response(status=503, text=f"cannot check the token: {exc}\n")
     if not allowed:
@@ -624,45 +623,6 @@ async def _connect(kubeconfig: str | None) -> KubeClient | None:
         return None
 
 
-async def _follow_caches(cluster: KubeClient) -> list[asyncio.Task[None]]:
-    """Namespaces and LocalQueues followed by watches, so that admission reads them locally."""
-    from webhook.shell.informer import Informer
-
-    def ignore(old: object, new: object) -> None:
-        return None
-
-    namespaces = Informer(cluster, kube.NAMESPACES, ignore)
-    local_queues = None
-    try:
-        version = await cluster.kueue_version(timeout=10.0)
-    except kube.ApiFailure as exc:
-        log.warning("Kueue not discovered; LocalQueues are looked up per request",
-                    extra={"fields": {"error": str(exc)}})  # fmt: skip
-        version = None
-    if version is not None:
-        kind = kube.Kind(kube.KUEUE_GROUP, version, "localqueues", "LocalQueue")
-        local_queues = Informer(cluster, kind, ignore)
-    cluster.use_caches(namespaces=namespaces, local_queues=local_queues)
-    return [asyncio.create_task(i.run()) for i in (namespaces, local_queues) if i is not None]
-
-
-async def _run_controller(state: State, options: Options) -> None:
-    """The adopt-mode controller beside the webhooks; it competes for the Lease itself."""
-    from webhook.controller import Controller, Settings, own_namespace
-
-    assert state.cluster is not None
-    while not state.policies_loaded:  # started on an invalid set: nothing to act on yet
-        await asyncio.sleep(options.reload_interval)
-    settings = Settings(namespace=own_namespace(options.controller_namespace))
-    if options.controller_identity:
-        settings.identity = options.controller_identity
-    controller = Controller(state.cluster, lambda: state.policies, settings,
-                            observe=lambda s: state.metrics.reconcile_latency.observe(s))  # fmt: skip
-    state.metrics.follow_controller(controller.stats)
-    state.controller = controller
-    await controller.run()
-
-
 # --- running -----------------------------------------------------------------------------------
 
 
@@ -738,7 +698,21 @@ class Running:
         log.info("stopped", extra={"fields": {"in_flight": state.in_flight}})
 
 
-async def start(options: Options) -> Running:
+@dataclass(frozen=True)
+class Parts:
+    """What the composition root (``webhook.app``) plugs into the server, so that the shell
+    never imports the layer above it: who records Events, where autowrap runs, and what runs
+    beside the webhooks once they listen with API access."""
+
+    # A Recorder of Events (redirect mode's PolicyAudit Events, the operators' Events).
+    recorder: Callable[[KubeClient], _Emitter]
+    # The namespace autowrap runs in: its Deployment there carries the operators' Events.
+    namespace: Callable[[], str]
+    # The watch caches and the adopt-mode controller (only called with API access).
+    background: Callable[[State], Awaitable[list[asyncio.Task[None]]]]
+
+
+async def start(options: Options, parts: Parts) -> Running:
     state = State(policies=PolicySet(()), policy_path=options.policy_path)
     if options.policy_path is None:
         state.policies = policyfiles.load(None)
@@ -751,10 +725,8 @@ async def start(options: Options) -> Running:
         state.cluster = await _connect(options.kubeconfig)
     if state.cluster is not None:
         state.cluster.observe = state.metrics.api_call
-        opevents.install(_operator_events(state.cluster, options))
-        state.audit_events = AuditEvents(
-            _recorder(state.cluster, options), asyncio.get_running_loop()
-        )
+        opevents.install(opevents.OperatorEvents(parts.recorder(state.cluster), parts.namespace()))
+        state.audit_events = AuditEvents(parts.recorder(state.cluster), asyncio.get_running_loop())
     cert_dir = options.cert_dir
     scratch = None
     if cert_dir is None:
@@ -798,27 +770,11 @@ async def start(options: Options) -> Running:
         asyncio.create_task(_every(options.reload_interval, lambda: reload_policies(state))),
         asyncio.create_task(_every(options.reload_interval, lambda: reload_certificates(state))),
     ]
-    if options.watch_caches and state.cluster is not None:
-        tasks += await _follow_caches(state.cluster)
-    if options.controller and state.cluster is not None:
-        tasks.append(asyncio.create_task(_run_controller(state, options)))
+    if state.cluster is not None:
+        tasks += await parts.background(state)
     running = Running(state, options, runner, metrics_runner, site, tasks, scratch)
     log.info("serving", extra={"fields": _configuration(running, cert_dir)})
     return running
-
-
-def _recorder(cluster: KubeClient, options: Options) -> _Emitter:
-    from webhook.controller.events import Recorder
-
-    identity = options.controller_identity or os.environ.get("HOSTNAME", "") or "autowrap"
-    return Recorder(cluster, instance=identity, component="autowrap", reporter="autowrap.io/server")
-
-
-def _operator_events(cluster: KubeClient, options: Options) -> opevents.OperatorEvents:
-    from webhook.controller import own_namespace
-
-    recorder = _recorder(cluster, options)
-    return opevents.OperatorEvents(recorder, own_namespace(options.controller_namespace))
 
 
 def _configuration(running: Running, cert_dir: Path) -> dict[str, Any]:
@@ -842,79 +798,3 @@ def _configuration(running: Running, cert_dir: Path) -> dict[str, Any]:
         "watch_caches": options.watch_caches and state.cluster is not None,
         "log_level": logging.getLevelName(log.getEffectiveLevel()).lower(),
     }
-
-
-async def serve(options: Options, stop: asyncio.Event) -> None:
-    """Run until ``stop`` is set, then drain."""
-    running = await start(options)
-    try:
-        await stop.wait()
-    finally:
-        await running.drain()
-
-
-def _run_loop(main: Coroutine[Any, Any, None]) -> None:
-    """uvloop where it is installed (a faster event loop and TLS transport), else asyncio's."""
-    try:
-        import uvloop
-    except ImportError:
-        asyncio.run(main)
-        return
-    uvloop.run(main)
-
-
-def main(args: Namespace) -> int:
-    configure_logging(getattr(args, "log_level", "info"))
-    renewal = None
-    if args.self_managed_certs:
-        from webhook.controller import own_namespace
-        from webhook.shell import selfmanaged
-
-        # The Secret, and the certificate's <service>.<namespace>.svc, live where the pod runs.
-        args.install_namespace = own_namespace(getattr(args, "controller_namespace", None))
-        try:
-            renewal = selfmanaged.Renewal(args, selfmanaged.prepare(args))
-        except Exception as exc:  # start-up: say what failed and stop, no traceback
-            print(f"error: self-managed certificates: {exc}", file=sys.stderr)
-            return 1
-    options = Options(
-        host=args.host,
-        port=args.port,
-        metrics_port=args.metrics_port,
-        metrics_host=args.metrics_host,
-        metrics_auth=args.metrics_auth,
-        client_ca_file=Path(args.client_ca_file) if args.client_ca_file else None,
-        cert_dir=Path(args.cert_dir) if args.cert_dir else None,
-        policy_path=Path(args.policy) if args.policy else policyfiles.default_path(),
-        kubeconfig=args.kubeconfig,
-        controller=not args.no_controller,
-    )
-    if options.cert_dir is not None:
-        missing = [
-            f for f in (certs.TLS_CERT, certs.TLS_KEY) if not (options.cert_dir / f).is_file()
-        ]
-        if missing:
-            print(f"error: {options.cert_dir} has no {' or '.join(missing)}; create them with "
-                  "`autowrap certs --out DIR` or omit --cert-dir for a development pair",
-                  file=sys.stderr)  # fmt: skip
-            return 2
-
-    async def run() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        # Self-managed certificates are renewed on a timer; the server follows the files.
-        renewing = asyncio.create_task(renewal.run()) if renewal is not None else None
-        try:
-            await serve(options, stop)
-        finally:
-            if renewing is not None:
-                renewing.cancel()
-
-    try:
-        _run_loop(run())
-    except (PolicyError, NoConfiguration) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0

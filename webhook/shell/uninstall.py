@@ -29,15 +29,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook import adoption, names, objects, provenance
-from webhook.shell.kube import (
-    APPWRAPPERS,
-    ApiFailure,
-    Conflict,
-    Kind,
-    KubeClient,
-    object_kinds,
-)
+from webhook.core import adoption, provenance
+from webhook.core.ports import ApiFailure, Conflict
+from webhook.model import names, objects
+from webhook.shell.kube import APPWRAPPERS, Kind, KubeClient, object_kinds
 
 PART_OF = "app.kubernetes.io/part-of=autowrap"
 TIMEOUT = 30.0

@@ -1,0 +1,1 @@
+"""The command line: ``autowrap`` (main.py) and the views it prints."""

@@ -1,0 +1,152 @@
+"""The neutral view of a workload, and the adapter interface that produces it.
+
+Plumbing and rules are written once against this interface and never import a kind module,
+so adding PyTorchJob or JobSet means one new module in ``kinds/`` and one line in the
+registry. The required protocol is small; what only some kinds do is a separate capability
+protocol, probed with ``isinstance``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeGuard, runtime_checkable
+
+from webhook.model.fields import FieldPath, Violation
+from webhook.model.objects import Obj
+
+
+@dataclass(frozen=True)
+class Partition:
+    """A group split into equal gangs (Volcano's ``partitionPolicy``)."""
+
+    path: FieldPath
+    total: int | None
+    size: int | None
+    minimum: int | None
+
+
+@dataclass(frozen=True)
+class PodGroup:
+    """Pods that share one template: a Volcano task, or a single Pod.
+
+    ``template_path`` locates the pod template inside the object (for a Pod, the object
+    itself); ``podset_path`` is the same place in AppWrapper path syntax, or None where
+    AppWrapper infers the podSet itself. ``pod_index_key`` names the pod annotation that the
+    workload's controller sets to the pod's index within the group.
+    """
+
+    name: str
+    replicas: int
+    path: FieldPath
+    template_path: FieldPath
+    template: Mapping[str, Any]
+    podset_path: str | None
+    pod_index_key: str | None
+    min_available: int | None = None
+    partition: Partition | None = None
+
+
+@dataclass(frozen=True)
+class TopologySlot:
+    """A place that can hold a network-topology spec, and whether it is job or partition level."""
+
+    path: FieldPath
+    value: object
+    level: str  # "job" | "partition"
+
+
+@dataclass(frozen=True)
+class Dns:
+    """How pods of the workload find each other.
+
+    ``master_addr`` is the DNS name of node 0. ``patched`` is the object with whatever makes
+    that name resolve (Volcano's svc plugin; a Pod's hostname/subdomain), and ``extra`` the
+    objects that must live beside it (a Pod's headless Service).
+    """
+
+    master_addr: str
+    patched: Obj
+    extra: tuple[Obj, ...] = ()
+
+
+class KindAdapter(Protocol):
+    api_version: str
+    kind: str
+    resource: str
+    # Whether the Kueue queue label alone asks for wrapping (true where Kueue cannot run the
+    # kind itself, so the label can only mean "queue this through an AppWrapper").
+    queue_label_requests_wrap: bool
+    # The controllers that create objects of this kind, as (API group, kind) of the controller
+    # ownerReference they set: in a `wrap: Always` namespace only such an owner exempts an
+    # object from wrapping (any other ownerReference is refused). The one place this list lives.
+    owner_kinds: frozenset[tuple[str, str]]
+
+    def pod_groups(self, obj: Mapping[str, Any]) -> list[PodGroup]:
+        """Every pod group, in spec order; never raises, whatever the object holds."""
+        ...
+
+    def master_group(self, obj: Mapping[str, Any], groups: Sequence[PodGroup]) -> PodGroup | None:
+        """The group whose pod 0 is node 0 (the rendezvous host)."""
+        ...
+
+    def pod_name(self, obj: Mapping[str, Any], group: PodGroup, index: int) -> str:
+        """The name (and DNS host label) of the index-th pod of a group."""
+        ...
+
+    def dns(self, obj: Obj, groups: Sequence[PodGroup], master: PodGroup, *, port: int) -> Dns:
+        """Make node 0 resolvable by name from every pod; pure, returns a new object."""
+        ...
+
+
+@runtime_checkable
+class HasTopology(Protocol):
+    """Kinds whose spec carries network-topology constraints (Volcano ≥ 1.12)."""
+
+    def topology_slots(
+        self, obj: Mapping[str, Any], groups: Sequence[PodGroup]
+    ) -> list[TopologySlot]:
+        """Every place of ``obj`` that can hold a topology spec; ``groups`` are its pod groups."""
+        ...
+
+
+@runtime_checkable
+class HasKindRules(Protocol):
+    """Kinds with checks of their own (what their controller or webhook would refuse later)."""
+
+    def check(self, obj: Mapping[str, Any]) -> list[Violation]: ...
+
+
+@runtime_checkable
+class HasServerDefaults(Protocol):
+    """Kinds whose own admission fills fields of the spec in after create (Volcano's mutating
+    webhook: task names, minAvailable, maxRetry, plugins)."""
+
+    def with_server_defaults(self, spec: Any, stored: Any) -> Any:
+        """``spec`` with each field that kind's admission fills in taken from ``stored`` where
+        ``spec`` leaves it out; nothing else (a field the user removed stays removed)."""
+        ...
+
+
+_CAPABLE: dict[tuple[type, Any], bool] = {}
+
+
+def _capable(kind: type, capability: Any) -> bool:
+    """``isinstance`` on a runtime-checkable protocol inspects every member on each call;
+    adapters are few and fixed, so the answer is kept per adapter class."""
+    key = (kind, capability)
+    if key not in _CAPABLE:
+        _CAPABLE[key] = issubclass(kind, capability)
+    return _CAPABLE[key]
+
+
+def has_topology(adapter: object) -> TypeGuard[HasTopology]:
+    return _capable(type(adapter), HasTopology)
+
+
+def has_kind_rules(adapter: object) -> TypeGuard[HasKindRules]:
+    return _capable(type(adapter), HasKindRules)
+
+
+def has_server_defaults(adapter: object) -> TypeGuard[HasServerDefaults]:
+    return _capable(type(adapter), HasServerDefaults)
