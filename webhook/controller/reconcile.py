@@ -4,7 +4,7 @@ The key is ``(namespace, AppWrapper name)``: the adopted object's pod templates 
 AppWrapper, the AppWrapper keeps that name, and its pods carry it as a label, so every event
 of the three maps to the same key. Each step reads the informers' copies (and the API itself
 where a stale copy would do harm: who deletes an object, whether an AppWrapper exists), decides
-with the pure functions of ``webhook.adoption``, and writes with a precondition or in an
+with the pure functions of ``webhook.core.adoption``, and writes with a precondition or in an
 idempotent form, so that a repeat, a restart or a second replica never does a step twice.
 """
 
@@ -527,7 +527,7 @@ class Reconciler:
         return self._kinds.get((str(obj.get("apiVersion")), str(obj.get("kind"))))
 
     async def _stranger(self, appwrapper: Obj) -> str | None:
-        """None for an AppWrapper autowrap created; otherwise who did (``webhook.provenance``)."""
+        """None for an AppWrapper autowrap created; otherwise who did (``webhook.core.provenance``)."""
         me = await self._api.own_identity(timeout=API_TIMEOUT)
         return provenance.stranger(appwrapper, me)
 

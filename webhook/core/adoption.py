@@ -353,7 +353,7 @@ def may_readopt(appwrapper: Mapping[str, Any], wanted: Mapping[str, Any]) -> boo
     tool re-created the object after the AppWrapper deleted it on preemption (adopt-mode.md
     §3, "self-heal"). The wrapped object is compared whole, not the spec-hash annotation,
     which anyone could copy; who made the AppWrapper is the caller's check
-    (``webhook.provenance.stranger``)."""
+    (``webhook.core.provenance.stranger``)."""
     queue = names.QUEUE_LABEL
     return (
         phase_of(appwrapper) == "Suspended"

@@ -82,7 +82,7 @@ API_CALLS: Final = (
     (names.APPWRAPPER_GROUP, names.APPWRAPPER_PLURAL, "create"),
     (names.APPWRAPPER_GROUP, names.APPWRAPPER_PLURAL, "get"),
     ("authorization.k8s.io", "subjectaccessreviews", "create"),
-    # Who autowrap is, to recognise the AppWrappers it created (webhook.provenance). Every
+    # Who autowrap is, to recognise the AppWrappers it created (webhook.core.provenance). Every
     # authenticated user may ask this (system:basic-user); granted here all the same.
     ("authentication.k8s.io", "selfsubjectreviews", "create"),
     (KUEUE_GROUP, "localqueues", "list"),
