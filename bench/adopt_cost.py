@@ -150,12 +150,12 @@ class Autowrap:
     """``autowrap serve`` from ``repo`` against the simulated cluster."""
 
     def __init__(self, repo: Path, work: Path, n: int, profile: Path | None = None) -> None:
-        self.port = load.free_port()
+        self.port, self.metrics_port = load.free_port(), load.free_port()
         self.work = work
         profiler = ["-m", "cProfile", "-o", str(profile)] if profile else []
         argv = [
             load.python(), *profiler, "-m", "webhook", "serve", "--host", load.HOST,
-            "--port", str(self.port), "--metrics-port", str(load.free_port()),
+            "--port", str(self.port), "--metrics-port", str(self.metrics_port),
             "--cert-dir", str(work / "certs"), "--policy", str(work / "policies"),
             "--kubeconfig", str(work / "kubeconfig"),
         ]  # fmt: skip
@@ -165,6 +165,19 @@ class Autowrap:
 
     def cpu(self) -> float:
         return load.cpu_seconds(self.proc.pid) or 0.0
+
+    async def counters(self) -> dict[str, float]:
+        """The controller's reconciles and watch events so far, from its /metrics."""
+        url = f"http://{load.HOST}:{self.metrics_port}{names.METRICS_PATH}"
+        async with aiohttp.ClientSession() as session, session.get(url) as response:
+            text = await response.text()
+        found: dict[str, float] = {}
+        for line in text.splitlines():
+            if line.startswith(("autowrap_controller_reconciles_total ",
+                                "autowrap_controller_watch_events_total{")):  # fmt: skip
+                metric, _, value = line.rpartition(" ")
+                found[metric] = float(value)
+        return found
 
     def rss(self) -> float:
         value = (_status_kib(self.proc.pid, "VmRSS") or 0) / 1024
@@ -227,13 +240,30 @@ async def _phase(cluster: Cluster, server: Autowrap, action: Any, what: str, tim
                  **wanted: int) -> tuple[float, float, dict[str, int]]:  # fmt: skip
     """The server's CPU seconds from ``action`` until quiet, the wall time, and the API
     requests it made meanwhile (by verb and resource)."""
-    calls, cpu, started = await cluster.requests(), server.cpu(), time.monotonic()
+    calls, counters = await cluster.requests(), await server.counters()
+    cpu, started = server.cpu(), time.monotonic()
     await action()
     stats = await _wait(cluster, server, what, timeout, **wanted)
     spent, wall = server.cpu() - cpu, time.monotonic() - started - stats["quiet_s"]
     after = await cluster.requests()
     made = {shape: n - calls.get(shape, 0) for shape, n in after.items()}
+    made.update({name: int(n - counters.get(name, 0))
+                 for name, n in (await server.counters()).items()})  # fmt: skip
     return spent, wall, {shape: n for shape, n in made.items() if n}
+
+
+def _api_calls(calls: dict[str, int]) -> float:
+    """API requests among ``calls`` (which also holds the controller's own counters)."""
+    return float(sum(n for shape, n in calls.items() if not shape.startswith("autowrap_")))
+
+
+def _watch_events(calls: dict[str, int]) -> float:
+    return float(sum(n for shape, n in calls.items()
+                     if shape.startswith("autowrap_controller_watch_events_total")))  # fmt: skip
+
+
+def _reconciles(calls: dict[str, int]) -> float:
+    return float(calls.get("autowrap_controller_reconciles_total", 0))
 
 
 def _per(calls: dict[str, int], count: int) -> dict[str, float]:
@@ -305,7 +335,9 @@ async def run_version(repo: Path, args: argparse.Namespace) -> dict[str, Any]:
             result["adopt"] = {"cpu_ms_per_job": round(cpu * 1000 / args.jobs, 2),
                                "cpu_s": round(cpu, 2), "seconds": round(wall, 1),
                                "rss_mib": round(server.rss(), 1),
-                               "calls_per_job": round(sum(calls.values()) / args.jobs, 2),
+                               "calls_per_job": round(_api_calls(calls) / args.jobs, 2),
+                               "events_per_job": round(_watch_events(calls) / args.jobs, 2),
+                               "reconciles_per_job": round(_reconciles(calls) / args.jobs, 2),
                                "calls": _per(calls, args.jobs)}  # fmt: skip
             cpu, wall, calls = await _phase(cluster, server, lambda: cluster.post("/admit"),
                                             "every pod released and running", timeout,
@@ -314,7 +346,9 @@ async def run_version(repo: Path, args: argparse.Namespace) -> dict[str, Any]:
             result["release"] = {"cpu_ms_per_pod": round(cpu * 1000 / pods, 2),
                                  "cpu_s": round(cpu, 2), "seconds": round(wall, 1),
                                  "rss_mib": round(server.rss(), 1),
-                                 "calls_per_pod": round(sum(calls.values()) / pods, 2),
+                                 "calls_per_pod": round(_api_calls(calls) / pods, 2),
+                                 "events_per_pod": round(_watch_events(calls) / pods, 2),
+                                 "reconciles_per_pod": round(_reconciles(calls) / pods, 2),
                                  "calls": _per(calls, pods)}  # fmt: skip
             result["peak_rss_mib"] = server.hwm()
             stats = await cluster.stats()
@@ -388,6 +422,10 @@ ROWS = (
     ("CPU ms per released pod", ("release", "cpu_ms_per_pod"), f"<= {TARGET_MS_PER_POD:g}"),
     ("API calls per adopted job", ("adopt", "calls_per_job"), ""),
     ("API calls per released pod", ("release", "calls_per_pod"), ""),
+    ("watch events per adopted job", ("adopt", "events_per_job"), ""),
+    ("watch events per released pod", ("release", "events_per_pod"), ""),
+    ("reconciles per adopted job", ("adopt", "reconciles_per_job"), ""),
+    ("reconciles per released pod", ("release", "reconciles_per_pod"), ""),
     ("idle CPU ms per s", ("idle_cpu_ms_per_s",), ""),
     ("adopt phase wall s", ("adopt", "seconds"), ""),
     ("release phase wall s", ("release", "seconds"), ""),

@@ -340,6 +340,7 @@ class Controller:
             released=counters.released, failed=dict(counters.failed),
             resources={f"{i.kind.plural}.{i.kind.group or 'core'}": not i.absent
                        for i in self._informers.values()} if self.leading.is_set() else {},
+            watch_events={name: (i.events, i.handled) for name, i in self._informers.items()},
         )  # fmt: skip
 
     def idle(self) -> bool:

@@ -941,17 +941,21 @@ def _with(obj: Obj, path: Sequence[str | int], value: Any) -> Obj:
 
 def appwrapper_view(appwrapper: Mapping[str, Any]) -> Obj:
     """An AppWrapper as the controller's decisions read it: its metadata (managedFields cut to
-    who wrote, which ``provenance.stranger`` reads), ``suspend``, the first component's podSets
+    autowrap's own entry, which ``provenance.stranger`` reads), ``suspend``, the first component's podSets
     and Kueue's podSetInfos with the component named but not copied (comparing the wrapped work
     reads the AppWrapper live), and its phase and conditions."""
     view = dict(appwrapper)
     metadata = dict(as_map(view.get("metadata")))
     managed = as_list(metadata.get("managedFields"))
     if managed:
+        # Only whether autowrap wrote the object itself (not a subresource) is read: the other
+        # managers' entries come and go with every controller that writes, and would wake a
+        # reconcile each time.
         metadata["managedFields"] = [
-            {k: as_map(e)[k] for k in ("manager", "operation", "subresource") if k in as_map(e)}
+            {"manager": names.FIELD_MANAGER, "operation": as_map(e).get("operation")}
             for e in managed
-        ]
+            if as_map(e).get("manager") == names.FIELD_MANAGER and not as_map(e).get("subresource")
+        ][:1]
     view["metadata"] = metadata
     spec = dict(as_map(view.get("spec")))
     components = as_list(spec.get("components"))

@@ -87,6 +87,10 @@ class Informer:
         """Why the last LIST or watch failed ("" while all is well)."""
         self.lists = 0
         """LISTs completed: a relist after a 410 counts again."""
+        self.events = 0
+        """Watch events received (bookmarks aside): what following this resource costs."""
+        self.handled = 0
+        """Watch events handed to the handler: the rest changed nothing the transform keeps."""
         self._api = api
         self._handler = handler
         self.transform = transform
@@ -217,16 +221,19 @@ class Informer:
             self._version = _version(obj) or self._version
             if event == "BOOKMARK":
                 continue
+            self.events += 1
             key = key_of(obj)
             old = self._objects.get(key)
             new = None if event == "DELETED" else self._prepared(obj)
             if new is None:
                 if old is not None:
                     del self._objects[key]
+                    self.handled += 1
                     self._handler(old, None)
             else:
                 self._objects[key] = new
                 if old is None or self.transform is None or not _same_but_version(old, new):
+                    self.handled += 1
                     self._handler(old, new)
 
 

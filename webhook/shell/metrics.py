@@ -52,6 +52,9 @@ class ControllerStats:
     failed: Mapping[str, int] = field(default_factory=dict)
     # The resource of each informer, and whether the cluster serves it (its CRD installed).
     resources: Mapping[str, bool] = field(default_factory=dict)
+    # Per informer ("pods", "jobs", "appwrappers"): watch events received, and those that
+    # changed what its cache keeps (the rest wake nothing).
+    watch_events: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
 
 class _ControllerCollector:
@@ -87,6 +90,14 @@ class _ControllerCollector:
         for resource, present in sorted(stats.resources.items()):
             served.add_metric((resource,), int(present))
         yield served
+        events = CounterMetricFamily("autowrap_controller_watch_events",
+                                     "Watch events the controller received, by informer and by "
+                                     "whether they changed what it keeps (woke: true) or not.",
+                                     labels=("informer", "woke"))  # fmt: skip
+        for informer, (received, handled) in sorted(stats.watch_events.items()):
+            events.add_metric((informer, "true"), handled)
+            events.add_metric((informer, "false"), received - handled)
+        yield events
 
 
 class _CertificateCollector:
