@@ -270,6 +270,30 @@ def _per(calls: dict[str, int], count: int) -> dict[str, float]:
     return {shape: round(n / count, 2) for shape, n in calls.items()}
 
 
+async def _transport_floor(cluster: Cluster, work: Path) -> dict[str, float]:
+    """``bench.transport_floor`` against this cluster, before autowrap starts."""
+    process = await asyncio.create_subprocess_exec(
+        load.python(), "-m", "bench.transport_floor", "--kubeconfig", str(work / "kubeconfig"),
+        "--control", f"http://127.0.0.1:{cluster.port}",
+        "--namespace", policies.UNCOVERED_NAMESPACE, cwd=load.REPO,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await process.communicate()
+    if process.returncode != 0:
+        raise RuntimeError(f"bench.transport_floor failed:\n{err.decode()[-2000:]}")
+    return orjson.loads(out)  # type: ignore[no-any-return]
+
+
+def _floor_ms(result: dict[str, Any], phase: str, per: str) -> float | None:
+    """The transport floor of a phase's calls and watch events, per job or pod, in ms."""
+    floor, figures = result.get("floor"), result.get(phase)
+    if not floor or not figures:
+        return None
+    micros = (figures[f"calls_per_{per}"] * floor["us_per_call"]
+              + figures[f"events_per_{per}"] * floor["us_per_event"])  # fmt: skip
+    return round(micros / 1000, 2)
+
+
 async def _probe(server: Autowrap, stop: asyncio.Event) -> list[float]:
     """Answer times of /healthz, one probe every 50 ms, until ``stop``; probes that found
     nothing listening yet are not answers and are not counted."""
@@ -303,6 +327,7 @@ async def run_version(repo: Path, args: argparse.Namespace) -> dict[str, Any]:
         server: Autowrap | None = None
         try:
             await cluster.ready()
+            result["floor"] = await _transport_floor(cluster, work)
             profile = args.profile.with_suffix(f".{repo.name}.prof") if args.profile else None
             server = await _start_server(repo, work, 1, profile)
             timeout = 120 + args.jobs * 2.0
@@ -350,6 +375,8 @@ async def run_version(repo: Path, args: argparse.Namespace) -> dict[str, Any]:
                                  "events_per_pod": round(_watch_events(calls) / pods, 2),
                                  "reconciles_per_pod": round(_reconciles(calls) / pods, 2),
                                  "calls": _per(calls, pods)}  # fmt: skip
+            result["adopt"]["floor_ms_per_job"] = _floor_ms(result, "adopt", "job")
+            result["release"]["floor_ms_per_pod"] = _floor_ms(result, "release", "pod")
             result["peak_rss_mib"] = server.hwm()
             stats = await cluster.stats()
             result["cluster_writes"] = stats["writes"]
@@ -420,6 +447,10 @@ async def run_version(repo: Path, args: argparse.Namespace) -> dict[str, Any]:
 ROWS = (
     ("CPU ms per adopted job", ("adopt", "cpu_ms_per_job"), f"<= {TARGET_MS_PER_JOB:g}"),
     ("CPU ms per released pod", ("release", "cpu_ms_per_pod"), f"<= {TARGET_MS_PER_POD:g}"),
+    ("transport floor per job ms", ("adopt", "floor_ms_per_job"), ""),
+    ("transport floor per pod ms", ("release", "floor_ms_per_pod"), ""),
+    ("floor: CPU us per API call", ("floor", "us_per_call"), ""),
+    ("floor: CPU us per watch event", ("floor", "us_per_event"), ""),
     ("API calls per adopted job", ("adopt", "calls_per_job"), ""),
     ("API calls per released pod", ("release", "calls_per_pod"), ""),
     ("watch events per adopted job", ("adopt", "events_per_job"), ""),

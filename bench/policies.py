@@ -25,6 +25,8 @@ import yaml
 SHIPPED = Path(__file__).resolve().parent.parent / "policies"
 REDIRECT_NAMESPACE = "ml"
 ADOPT_NAMESPACE = "ml-adopt"
+# A namespace no policy covers: a user's pods there are none of autowrap's business.
+UNCOVERED_NAMESPACE = "team-mallory"
 FILE_NAME = "bench-modes.yaml"
 
 

@@ -18,7 +18,7 @@ A small control API on ``--control-port`` (plain HTTP, loopback) drives it:
 - ``POST /clone?total=``: copies of the adopted families already there (Job, AppWrapper, pods,
   PodGroup, Workload, Service, ConfigMap) with new names and uids, stored directly, until
   ``total`` Jobs exist: a large cluster in the state autowrap itself left it in;
-- ``POST /bloat?count=&size=``: pods of ``size`` bytes labelled
+- ``POST /bloat?count=&size=&prefix=``: pods of ``size`` bytes labelled
   ``workload.codeflare.dev/appwrapper`` in a namespace no policy covers (a user's).
 
 The kubeconfig for the API is written to ``DIR/kubeconfig``; ``DIR/ready`` appears once both
@@ -65,7 +65,7 @@ from webhook.shell import policyfiles
 
 Obj = dict[str, Any]
 NAMESPACE = policies.ADOPT_NAMESPACE
-UNCOVERED = "team-mallory"
+UNCOVERED = policies.UNCOVERED_NAMESPACE
 USER = "alice@example.com"
 POOL = {"pool": "a100"}
 FLAVOR = "default-flavor"
@@ -268,11 +268,12 @@ class Control:
 
     async def bloat(self, request: web.Request) -> web.Response:
         count, size = int(request.query.get("count", 450)), int(request.query.get("size", 1 << 20))
+        prefix = request.query.get("prefix", "big")
         filler = "x" * size
         for i in range(count):
             pod = {"apiVersion": "v1", "kind": "Pod",
-                   "metadata": {"name": f"big-{i:04d}", "namespace": UNCOVERED,
-                                "labels": {names.APPWRAPPER_LABEL: f"big-{i:04d}"},
+                   "metadata": {"name": f"{prefix}-{i:04d}", "namespace": UNCOVERED,
+                                "labels": {names.APPWRAPPER_LABEL: f"{prefix}-{i:04d}"},
                                 "annotations": {"filler": filler}},
                    "spec": {"schedulingGates": [{"name": "example.com/mine"}],
                             "containers": [{"name": "c", "image": "busybox"}]}}  # fmt: skip

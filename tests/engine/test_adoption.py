@@ -515,3 +515,39 @@ def test_the_release_marks_a_pod_without_labels_released() -> None:
     assert released.pod is not None
     assert released.pod["metadata"]["labels"] == {names.RELEASED_LABEL: "true"}
     assert jsonpatch.apply_patch(pod_, list(released.patch)) == released.pod
+
+
+def _appwrapper_status(*conditions: dict, managers: tuple[str, ...] = ()) -> dict:
+    return {
+        "metadata": {"name": "train", "namespace": "ml", "resourceVersion": "9",
+                     "managedFields": [{"manager": m, "operation": "Update", "time": "t"}
+                                       for m in managers]},
+        "spec": {"suspend": False, "components": []},
+        "status": {"phase": "Running", "conditions": list(conditions)},
+    }  # fmt: skip
+
+
+def test_the_appwrapper_cache_ignores_what_no_decision_reads() -> None:
+    """Conditions that move as pods come and go, and other writers' managedFields entries,
+    leave the cached AppWrapper as it was: their writes wake no reconcile."""
+    quota = {"type": "QuotaReserved", "status": "True", "reason": "Resuming"}
+    early = adoption.appwrapper_view(_appwrapper_status(
+        quota, {"type": "PodsReady", "status": "False", "reason": "InsufficientPodsReady"},
+        managers=(names.FIELD_MANAGER,)))  # fmt: skip
+    later = adoption.appwrapper_view(_appwrapper_status(
+        quota, {"type": "PodsReady", "status": "True", "reason": "SufficientPodsReady"},
+        {"type": "ResourcesDeployed", "status": "True", "reason": "Resuming"},
+        managers=(names.FIELD_MANAGER, "kueue", "appwrapper-controller")))  # fmt: skip
+    assert early == later
+    assert adoption.was_admitted(later)
+
+    failed = adoption.appwrapper_view(_appwrapper_status(
+        quota, {"type": "Unhealthy", "status": "True", "reason": "MissingComponent",
+                "message": "component train is gone"}))  # fmt: skip
+    assert failed != later
+    assert (
+        "component train is gone"
+        in adoption.status(
+            {**failed, "status": {**failed["status"], "phase": "Failed"}}, pending=False
+        ).text
+    )

@@ -713,9 +713,14 @@ def collect(appwrapper: Mapping[str, Any]) -> Collect:
 def _missing_component(appwrapper: Mapping[str, Any]) -> bool:
     for condition in as_list(as_map(appwrapper.get("status")).get("conditions")):
         condition = as_map(condition)
-        if "MissingComponent" in (str(condition.get("reason")), str(condition.get("message"))):
+        if _MISSING_COMPONENT in (str(condition.get("reason")), str(condition.get("message"))):
             return True
     return False
+
+
+# The AppWrapper controller's reason when a component of a running AppWrapper is gone
+# (appwrapper_controller.go, adopt-mode.md A5).
+_MISSING_COMPONENT = "MissingComponent"
 
 
 def component_name(appwrapper: Mapping[str, Any]) -> str:
@@ -972,14 +977,19 @@ def appwrapper_view(appwrapper: Mapping[str, Any]) -> Obj:
     status = as_map(view.get("status"))
     kept: Obj = {"phase": status["phase"]} if "phase" in status else {}
     if "conditions" in status:
-        # Type, status and reason decide; a message is said only for a failure.
+        # Only the conditions decisions read (whether Kueue reserved quota, a failure and why);
+        # the others (ResourcesDeployed, PodsReady) change as pods come and go and would wake
+        # a reconcile each time. A message is said only for a failure.
         kept["conditions"] = [
-            {k: as_map(c)[k] for k in _CONDITION_KEYS if k in as_map(c)
-             and (k != "message" or as_map(c).get("type") in ("Unhealthy", "Failed"))}
-            for c in as_list(status.get("conditions"))
+            {k: c[k] for k in _CONDITION_KEYS if k in c
+             and (k != "message" or c.get("type") in _FAILURE_CONDITIONS)}
+            for c in map(as_map, as_list(status.get("conditions")))
+            if c.get("type") in _READ_CONDITIONS or _MISSING_COMPONENT in str(c.get("reason"))
         ]  # fmt: skip
     view["status"] = kept
     return view
 
 
 _CONDITION_KEYS = ("type", "status", "reason", "message")
+_FAILURE_CONDITIONS = frozenset({"Unhealthy", "Failed"})
+_READ_CONDITIONS = _FAILURE_CONDITIONS | {"QuotaReserved"}

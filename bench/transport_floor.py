@@ -1,0 +1,108 @@
+"""``python -m bench.transport_floor --kubeconfig K --control URL``: what reading the API costs
+a Python process that makes no decision at all, on the cluster ``bench.adopt_cost`` measures
+autowrap against: the floor under autowrap's CPU per adopted Job and per released pod.
+
+It speaks to the API as autowrap's client does (aiohttp on uvloop, JSON decoded with orjson)
+and does nothing else:
+
+- *per call*: ``GET`` one namespace, one call after the other;
+- *per watch event*: a watch of pods labelled ``workload.codeflare.dev/appwrapper`` in a
+  namespace, while the simulated cluster creates pods of about a real pod's size there (its
+  ``/bloat`` endpoint); each event is read as a line and decoded.
+
+Prints one JSON object: CPU microseconds per call and per event, from this process's own
+``time.process_time``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import uvloop
+import yaml
+
+from webhook.model import names
+
+POD_BYTES = 3500  # a Volcano worker pod as the simulated cluster stores it is about 3.9 KB
+
+
+def _server(kubeconfig: Path) -> tuple[str, dict[str, str]]:
+    config = yaml.safe_load(kubeconfig.read_text())
+    server = config["clusters"][0]["cluster"]["server"]
+    token = config["users"][0]["user"]["token"]
+    return server, {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+
+
+async def _calls(session: aiohttp.ClientSession, server: str, count: int) -> float:
+    url = f"{server}/api/v1/namespaces/default"
+    started = time.process_time()
+    for _ in range(count):
+        async with session.get(url) as response:
+            orjson.loads(await response.read())
+    return (time.process_time() - started) / count
+
+
+async def _events(
+    session: aiohttp.ClientSession, server: str, control: str, namespace: str, count: int
+) -> float:
+    pods = f"{server}/api/v1/namespaces/{namespace}/pods"
+    selector = {"labelSelector": names.APPWRAPPER_LABEL}
+    async with session.get(pods, params=selector) as response:
+        version = orjson.loads(await response.read())["metadata"]["resourceVersion"]
+    query = {**selector, "watch": "true", "resourceVersion": version, "timeoutSeconds": "120"}
+    seen = 0
+    started = 0.0
+    async with session.get(pods, params=query, timeout=aiohttp.ClientTimeout(total=150)) as watch:
+        trigger = asyncio.create_task(
+            session.post(f"{control}/bloat", params={"count": str(count), "size": str(POD_BYTES),
+                                                     "prefix": f"floor{int(time.time())}"})
+        )  # fmt: skip
+        started = time.process_time()
+        line = bytearray()
+        async for chunk in watch.content.iter_any():
+            start = 0
+            while (end := chunk.find(b"\n", start)) >= 0:
+                line += chunk[start:end]
+                start = end + 1
+                event: Any = orjson.loads(line)
+                line.clear()
+                if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                    seen += 1
+            line += chunk[start:]
+            if seen >= count:
+                break
+        spent = time.process_time() - started
+        (await trigger).release()
+    return spent / max(seen, 1)
+
+
+async def measure(kubeconfig: Path, control: str, namespace: str, count: int) -> dict[str, float]:
+    server, headers = _server(kubeconfig)
+    async with aiohttp.ClientSession(headers=headers) as session:
+        await _calls(session, server, 20)  # connections open, code warm
+        per_call = await _calls(session, server, count)
+        per_event = await _events(session, server, control, namespace, count)
+    return {"us_per_call": round(per_call * 1e6, 1), "us_per_event": round(per_event * 1e6, 1)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.transport_floor", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser.add_argument("--kubeconfig", type=Path, required=True)
+    parser.add_argument("--control", required=True, help="the simulated cluster's control URL")
+    parser.add_argument("--namespace", required=True, help="where the watched pods are made")
+    parser.add_argument("--count", type=int, default=400)
+    args = parser.parse_args(argv)
+    result = uvloop.run(measure(args.kubeconfig, args.control, args.namespace, args.count))
+    print(orjson.dumps(result).decode())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
