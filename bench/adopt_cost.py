@@ -166,6 +166,11 @@ class Autowrap:
     def cpu(self) -> float:
         return load.cpu_seconds(self.proc.pid) or 0.0
 
+    def wakeups(self) -> int:
+        """Times the process has slept and been woken (voluntary context switches): on a
+        virtual machine each costs tens of microseconds of CPU however little follows."""
+        return _status_kib(self.proc.pid, "voluntary_ctxt_switches") or 0
+
     async def counters(self) -> dict[str, float]:
         """The controller's reconciles and watch events so far, from its /metrics."""
         url = f"http://{load.HOST}:{self.metrics_port}{names.METRICS_PATH}"
@@ -241,7 +246,7 @@ async def _phase(cluster: Cluster, server: Autowrap, action: Any, what: str, tim
     """The server's CPU seconds from ``action`` until quiet, the wall time, and the API
     requests it made meanwhile (by verb and resource)."""
     calls, counters = await cluster.requests(), await server.counters()
-    cpu, started = server.cpu(), time.monotonic()
+    cpu, started, wakeups = server.cpu(), time.monotonic(), server.wakeups()
     await action()
     stats = await _wait(cluster, server, what, timeout, **wanted)
     spent, wall = server.cpu() - cpu, time.monotonic() - started - stats["quiet_s"]
@@ -249,6 +254,7 @@ async def _phase(cluster: Cluster, server: Autowrap, action: Any, what: str, tim
     made = {shape: n - calls.get(shape, 0) for shape, n in after.items()}
     made.update({name: int(n - counters.get(name, 0))
                  for name, n in (await server.counters()).items()})  # fmt: skip
+    made["autowrap_wakeups"] = server.wakeups() - wakeups
     return spent, wall, {shape: n for shape, n in made.items() if n}
 
 
@@ -363,6 +369,7 @@ async def run_version(repo: Path, args: argparse.Namespace) -> dict[str, Any]:
                                "calls_per_job": round(_api_calls(calls) / args.jobs, 2),
                                "events_per_job": round(_watch_events(calls) / args.jobs, 2),
                                "reconciles_per_job": round(_reconciles(calls) / args.jobs, 2),
+                               "wakeups_per_job": round(calls.get("autowrap_wakeups", 0) / args.jobs, 1),
                                "calls": _per(calls, args.jobs)}  # fmt: skip
             cpu, wall, calls = await _phase(cluster, server, lambda: cluster.post("/admit"),
                                             "every pod released and running", timeout,
@@ -374,6 +381,7 @@ async def run_version(repo: Path, args: argparse.Namespace) -> dict[str, Any]:
                                  "calls_per_pod": round(_api_calls(calls) / pods, 2),
                                  "events_per_pod": round(_watch_events(calls) / pods, 2),
                                  "reconciles_per_pod": round(_reconciles(calls) / pods, 2),
+                                 "wakeups_per_pod": round(calls.get("autowrap_wakeups", 0) / pods, 1),
                                  "calls": _per(calls, pods)}  # fmt: skip
             result["adopt"]["floor_ms_per_job"] = _floor_ms(result, "adopt", "job")
             result["release"]["floor_ms_per_pod"] = _floor_ms(result, "release", "pod")
@@ -457,6 +465,8 @@ ROWS = (
     ("watch events per released pod", ("release", "events_per_pod"), ""),
     ("reconciles per adopted job", ("adopt", "reconciles_per_job"), ""),
     ("reconciles per released pod", ("release", "reconciles_per_pod"), ""),
+    ("wakeups per adopted job", ("adopt", "wakeups_per_job"), ""),
+    ("wakeups per released pod", ("release", "wakeups_per_pod"), ""),
     ("idle CPU ms per s", ("idle_cpu_ms_per_s",), ""),
     ("adopt phase wall s", ("adopt", "seconds"), ""),
     ("release phase wall s", ("release", "seconds"), ""),

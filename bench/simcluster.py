@@ -18,7 +18,7 @@ A small control API on ``--control-port`` (plain HTTP, loopback) drives it:
 - ``POST /clone?total=``: copies of the adopted families already there (Job, AppWrapper, pods,
   PodGroup, Workload, Service, ConfigMap) with new names and uids, stored directly, until
   ``total`` Jobs exist: a large cluster in the state autowrap itself left it in;
-- ``POST /bloat?count=&size=&prefix=``: pods of ``size`` bytes labelled
+- ``POST /bloat?count=&size=&prefix=&interval_ms=``: pods of ``size`` bytes labelled
   ``workload.codeflare.dev/appwrapper`` in a namespace no policy covers (a user's).
 
 The kubeconfig for the API is written to ``DIR/kubeconfig``; ``DIR/ready`` appears once both
@@ -269,8 +269,11 @@ class Control:
     async def bloat(self, request: web.Request) -> web.Response:
         count, size = int(request.query.get("count", 450)), int(request.query.get("size", 1 << 20))
         prefix = request.query.get("prefix", "big")
+        interval = float(request.query.get("interval_ms", 0)) / 1000
         filler = "x" * size
         for i in range(count):
+            if interval:
+                await asyncio.sleep(interval)
             pod = {"apiVersion": "v1", "kind": "Pod",
                    "metadata": {"name": f"{prefix}-{i:04d}", "namespace": UNCOVERED,
                                 "labels": {names.APPWRAPPER_LABEL: f"{prefix}-{i:04d}"},

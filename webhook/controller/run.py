@@ -37,6 +37,8 @@ from webhook.shell.metrics import ControllerStats
 log = logging.getLogger("autowrap")
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+# How long the changes heard for one key are gathered into one reconcile (``WorkQueue``).
+BATCH_SECONDS = 0.05
 
 
 def own_namespace(context_namespace: str | None = None) -> str:
@@ -204,7 +206,7 @@ class Controller:
                     index[key].discard(member)
                     if not index[key]:
                         index.pop(key, None)
-                self.queue.add(key)
+                self.queue.add_batched(key, BATCH_SECONDS)
 
         return changed
 

@@ -4,6 +4,12 @@ As client-go's workqueue (k8s.io/client-go/util/workqueue/queue.go): a key added
 being worked on is queued again once that work ends, so two workers never reconcile the same
 object at once, and a burst of events for one object costs one reconcile. Failed keys come
 back after an exponential backoff per key, reset when the key succeeds.
+
+Changes heard from watches can be batched (``add_batched``): the first one starts a short
+wait, and every change to the same key during it rides on that one reconcile, as the Job
+controller batches pod updates (pkg/controller/job/job_controller.go, syncJobBatchPeriod).
+A Volcano Job's pods arrive together, and the scheduler, Volcano and the AppWrapper
+controller write in quick succession after each step.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ class WorkQueue:
         self._again: set[Hashable] = set()
         self._failures: dict[Hashable, int] = {}
         self._timers: dict[Hashable, asyncio.TimerHandle] = {}
+        self._batched: dict[Hashable, asyncio.TimerHandle] = {}
 
     def __len__(self) -> int:
         return len(self._queued)
@@ -46,6 +53,19 @@ class WorkQueue:
             self.add(key)
 
         self._timers[key] = loop.call_later(delay, fire)
+
+    def add_batched(self, key: Hashable, period: float) -> None:
+        """Queue ``key`` at the end of a batch period started by the first change to it; a key
+        already waiting in a batch, or in the queue, is left as it is."""
+        if key in self._batched or key in self._queued:
+            return
+        loop = asyncio.get_running_loop()
+
+        def fire() -> None:
+            self._batched.pop(key, None)
+            self.add(key)
+
+        self._batched[key] = loop.call_later(period, fire)
 
     def retry(self, key: Hashable) -> float:
         """Queue a failed key after its backoff; returns the delay."""
@@ -71,11 +91,13 @@ class WorkQueue:
             self.add(key)
 
     def idle(self) -> bool:
-        """Nothing queued or under way (keys waiting on a timer are not work yet)."""
-        return not self._queued and not self._working
+        """Nothing queued, batched or under way (keys waiting on a retry or requeue timer are
+        not work yet)."""
+        return not self._queued and not self._working and not self._batched
 
     def close(self) -> None:
-        for timer in self._timers.values():
+        for timer in (*self._timers.values(), *self._batched.values()):
             with contextlib.suppress(Exception):
                 timer.cancel()
         self._timers.clear()
+        self._batched.clear()
