@@ -263,13 +263,19 @@ def _api_calls(calls: dict[str, int]) -> float:
     return float(sum(n for shape, n in calls.items() if not shape.startswith("autowrap_")))
 
 
-def _watch_events(calls: dict[str, int]) -> float:
-    return float(sum(n for shape, n in calls.items()
-                     if shape.startswith("autowrap_controller_watch_events_total")))  # fmt: skip
+def _watch_events(calls: dict[str, int]) -> float | None:
+    """Watch events received, or None from a version that does not count them."""
+    counted = [n for shape, n in calls.items()
+               if shape.startswith("autowrap_controller_watch_events_total")]  # fmt: skip
+    return float(sum(counted)) if counted else None
 
 
 def _reconciles(calls: dict[str, int]) -> float:
     return float(calls.get("autowrap_controller_reconciles_total", 0))
+
+
+def _per_item(value: float | None, count: int) -> float | None:
+    return None if value is None else round(value / count, 2)
 
 
 def _per(calls: dict[str, int], count: int) -> dict[str, float]:
@@ -293,7 +299,7 @@ async def _transport_floor(cluster: Cluster, work: Path) -> dict[str, float]:
 def _floor_ms(result: dict[str, Any], phase: str, per: str) -> float | None:
     """The transport floor of a phase's calls and watch events, per job or pod, in ms."""
     floor, figures = result.get("floor"), result.get(phase)
-    if not floor or not figures:
+    if not floor or not figures or figures.get(f"events_per_{per}") is None:
         return None
     micros = (figures[f"calls_per_{per}"] * floor["us_per_call"]
               + figures[f"events_per_{per}"] * floor["us_per_event"])  # fmt: skip
@@ -367,7 +373,7 @@ async def run_version(repo: Path, args: argparse.Namespace) -> dict[str, Any]:
                                "cpu_s": round(cpu, 2), "seconds": round(wall, 1),
                                "rss_mib": round(server.rss(), 1),
                                "calls_per_job": round(_api_calls(calls) / args.jobs, 2),
-                               "events_per_job": round(_watch_events(calls) / args.jobs, 2),
+                               "events_per_job": _per_item(_watch_events(calls), args.jobs),
                                "reconciles_per_job": round(_reconciles(calls) / args.jobs, 2),
                                "wakeups_per_job": round(calls.get("autowrap_wakeups", 0) / args.jobs, 1),
                                "calls": _per(calls, args.jobs)}  # fmt: skip
@@ -379,7 +385,7 @@ async def run_version(repo: Path, args: argparse.Namespace) -> dict[str, Any]:
                                  "cpu_s": round(cpu, 2), "seconds": round(wall, 1),
                                  "rss_mib": round(server.rss(), 1),
                                  "calls_per_pod": round(_api_calls(calls) / pods, 2),
-                                 "events_per_pod": round(_watch_events(calls) / pods, 2),
+                                 "events_per_pod": _per_item(_watch_events(calls), pods),
                                  "reconciles_per_pod": round(_reconciles(calls) / pods, 2),
                                  "wakeups_per_pod": round(calls.get("autowrap_wakeups", 0) / pods, 1),
                                  "calls": _per(calls, pods)}  # fmt: skip

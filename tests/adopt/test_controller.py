@@ -530,7 +530,8 @@ async def test_pods_whose_gate_was_taken_off_are_reported_never_said_to_wait(
                 s := (cluster.job() or {}).get("metadata", {}).get("annotations", {})
                 .get(names.STATUS_ANNOTATION, "")) and s, what="status")  # fmt: skip
         assert status.startswith("1 pod(s) run without Kueue's admission")
-        assert cluster.events("GateRemoved")
+        # The Event follows the status write.
+        await eventually(lambda: cluster.events("GateRemoved"), what="GateRemoved event")
 
 
 async def test_a_cluster_without_volcano_adopts_pods_and_says_what_is_missing(

@@ -170,10 +170,12 @@ class Informer:
                         self.kind, None, timeout=LIST_TIMEOUT, labels=self.labels,
                         limit=self._page_size, continue_token=token,
                     )  # fmt: skip
-                    for item in page.get("items") or []:
+                    for count, item in enumerate(page.get("items") or [], 1):
                         kept = self._prepared(item)
                         if kept is not None:
                             fresh[key_of(kept)] = kept
+                        if count % HANDLER_BATCH == 0:
+                            await asyncio.sleep(0)  # the serving loop's turn within a page
                     page.pop("items", None)  # the page goes before the next arrives
                     gc.freeze()
                     metadata = page.get("metadata") or {}
