@@ -432,6 +432,22 @@ def test_only_an_object_with_every_template_gated_counts_as_prepared() -> None:
     unlabelled = copy.deepcopy(prepared)
     del unlabelled["metadata"]["labels"][names.ADOPTION_LABEL]
     assert not adoption.is_prepared(unlabelled)
+    # Pods born marked released would never reach the controller's watch of pods to release.
+    marked = copy.deepcopy(prepared)
+    marked["spec"]["tasks"][0]["template"]["metadata"]["labels"][names.RELEASED_LABEL] = "true"
+    assert not adoption.is_prepared(marked)
+
+
+def test_a_template_marked_released_is_prepared_without_the_mark() -> None:
+    job = _job()
+    job["spec"]["tasks"][1]["template"].setdefault("metadata", {}).setdefault("labels", {})[
+        names.RELEASED_LABEL
+    ] = "true"
+    prepared = _prepared(job)
+
+    assert all(names.RELEASED_LABEL not in t["template"]["metadata"]["labels"]
+               for t in prepared["spec"]["tasks"])  # fmt: skip
+    assert adoption.is_prepared(prepared)
 
 
 def _appwrapper_for(

@@ -101,6 +101,8 @@ def _gate_template(template: dict[str, Any], aw_name: str, podset: int) -> None:
     metadata = objects.own_map(template, "metadata")
     labels = objects.own_map(metadata, "labels")
     labels.pop(names.QUEUE_LABEL, None)
+    # A pod born with it would never be seen by the controller's watch of pods to release.
+    labels.pop(names.RELEASED_LABEL, None)
     labels[names.APPWRAPPER_LABEL] = aw_name
     objects.own_map(metadata, "annotations")[PODSET_ANNOTATION] = str(podset)
     spec = objects.own_map(template, "spec")
@@ -121,7 +123,11 @@ def is_prepared(obj: Mapping[str, Any]) -> bool:
     ):
         return False
     groups = adapter.pod_groups(obj)
-    return bool(groups) and all(is_gated(as_map(g.template)) for g in groups)
+    return bool(groups) and all(
+        is_gated(as_map(g.template))
+        and names.RELEASED_LABEL not in objects.labels_of(as_map(g.template))
+        for g in groups
+    )
 
 
 def is_adopted_object(obj: Mapping[str, Any]) -> bool:
