@@ -122,6 +122,15 @@ async def test_a_user_cannot_patch_the_gate_away_among_other_gates() -> None:
     denied_by(await update(pod, keep_the_others, ALICE), "autowrap-admission-gate")
 
 
+async def test_a_user_cannot_mark_a_waiting_pod_released() -> None:
+    def mark(pod: Obj) -> None:
+        pod["metadata"]["labels"][names.RELEASED_LABEL] = "true"
+
+    message = denied_by(await update(gated_pod(), mark, ALICE), "autowrap-admission-gate")
+    assert "metadata.labels: autowrap.io/released is written by autowrap" in message
+    allowed(await update(gated_pod(), mark, AUTOWRAP))
+
+
 async def test_autowrap_removes_the_gate_and_a_user_may_change_the_rest() -> None:
     allowed(await update(gated_pod(), remove_gate, AUTOWRAP))
 
@@ -265,6 +274,7 @@ async def test_a_release_patch_is_what_autowrap_may_write() -> None:
         pod["spec"]["tolerations"].append({"key": "a100", "operator": "Exists"})
         pod["metadata"]["labels"]["kueue.x-k8s.io/podset"] = "worker"
         pod["metadata"]["annotations"][names.STATUS_ANNOTATION] = "admitted"
+        pod["metadata"]["labels"][names.RELEASED_LABEL] = "true"
 
     allowed(await update(gated_pod(), release, AUTOWRAP))
 
