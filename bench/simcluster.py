@@ -21,7 +21,8 @@ A small control API on ``--control-port`` (plain HTTP, loopback) drives it:
 - ``POST /bloat?count=&size=&prefix=&interval_ms=``: pods of ``size`` bytes labelled
   ``workload.codeflare.dev/appwrapper`` in a namespace no policy covers (a user's).
 
-The kubeconfig for the API is written to ``DIR/kubeconfig``; ``DIR/ready`` appears once both
+The API is served over HTTPS (a CA of its own, named in the kubeconfig with the server name to
+check); the kubeconfig for it is written to ``DIR/kubeconfig``; ``DIR/ready`` appears once both
 servers listen. Imports ``testbed``; run it from the repository root.
 """
 
@@ -43,6 +44,7 @@ from aiohttp import web
 
 from bench import payloads, policies
 from testbed.cluster.cluster import FakeCluster
+from testbed.cluster.common import ServingTLS
 from testbed.cluster.resources import (
     APPWRAPPERS,
     CLUSTERQUEUES,
@@ -146,7 +148,8 @@ def prepared_jobs(prefix: str, count: int, work: Path) -> list[Obj]:
 def cluster() -> FakeCluster:
     """The fake API: the two namespaces, Kueue's flavor, ClusterQueue and LocalQueue."""
     store = BenchStore()
-    fake = FakeCluster(store=store, bookmark_interval=60.0)
+    # Over HTTPS, as kube-apiserver serves: what TLS costs a client is part of its cost.
+    fake = FakeCluster(store=store, bookmark_interval=60.0, tls=ServingTLS.issue())
     fake.add_namespace(NAMESPACE)
     fake.add_namespace(UNCOVERED)
     fake.add_namespace(names.SERVICE_NAMESPACE)

@@ -2,8 +2,8 @@
 a Python process that makes no decision at all, on the cluster ``bench.adopt_cost`` measures
 autowrap against: the floor under autowrap's CPU per adopted Job and per released pod.
 
-It speaks to the API as autowrap's client does (aiohttp on uvloop, JSON decoded with orjson)
-and does nothing else:
+It speaks to the API as autowrap's client does (aiohttp on uvloop, TLS with the kubeconfig's
+CA, JSON decoded with orjson) and does nothing else:
 
 - *per call*: ``GET`` one namespace, one call after the other;
 - *per watch event*: a watch of pods labelled ``workload.codeflare.dev/appwrapper`` in a
@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
+import ssl
 import time
 from pathlib import Path
 from typing import Any
@@ -36,33 +38,46 @@ POD_BYTES = 3500  # a Volcano worker pod as the simulated cluster stores it is a
 EVENT_INTERVAL_MS = 8
 
 
-def _server(kubeconfig: Path) -> tuple[str, dict[str, str]]:
+def _server(kubeconfig: Path) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """The API's address, the headers every call carries, and the TLS options: the
+    kubeconfig's CA and server name, as the official client uses them."""
     config = yaml.safe_load(kubeconfig.read_text())
-    server = config["clusters"][0]["cluster"]["server"]
+    cluster = config["clusters"][0]["cluster"]
     token = config["users"][0]["user"]["token"]
-    return server, {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+    options: dict[str, Any] = {}
+    if "certificate-authority-data" in cluster:
+        context = ssl.create_default_context(
+            cadata=base64.b64decode(cluster["certificate-authority-data"]).decode()
+        )
+        options = {"ssl": context, "server_hostname": cluster.get("tls-server-name")}
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+    return cluster["server"], headers, options
 
 
-async def _calls(session: aiohttp.ClientSession, server: str, count: int) -> float:
+async def _calls(
+    session: aiohttp.ClientSession, server: str, count: int, options: dict[str, Any]
+) -> float:
     url = f"{server}/api/v1/namespaces/default"
     started = time.process_time()
     for _ in range(count):
-        async with session.get(url) as response:
+        async with session.get(url, **options) as response:
             orjson.loads(await response.read())
     return (time.process_time() - started) / count
 
 
 async def _events(
-    session: aiohttp.ClientSession, server: str, control: str, namespace: str, count: int
-) -> float:
+    session: aiohttp.ClientSession, server: str, control: str, namespace: str, count: int,
+    options: dict[str, Any],
+) -> float:  # fmt: skip
     pods = f"{server}/api/v1/namespaces/{namespace}/pods"
     selector = {"labelSelector": names.APPWRAPPER_LABEL}
-    async with session.get(pods, params=selector) as response:
+    async with session.get(pods, params=selector, **options) as response:
         version = orjson.loads(await response.read())["metadata"]["resourceVersion"]
     query = {**selector, "watch": "true", "resourceVersion": version, "timeoutSeconds": "120"}
     seen = 0
     started = 0.0
-    async with session.get(pods, params=query, timeout=aiohttp.ClientTimeout(total=150)) as watch:
+    timeout = aiohttp.ClientTimeout(total=150)
+    async with session.get(pods, params=query, timeout=timeout, **options) as watch:
         trigger = asyncio.create_task(
             session.post(f"{control}/bloat", params={
                 "count": str(count), "size": str(POD_BYTES), "prefix": f"floor{int(time.time())}",
@@ -88,11 +103,11 @@ async def _events(
 
 
 async def measure(kubeconfig: Path, control: str, namespace: str, count: int) -> dict[str, float]:
-    server, headers = _server(kubeconfig)
+    server, headers, options = _server(kubeconfig)
     async with aiohttp.ClientSession(headers=headers) as session:
-        await _calls(session, server, 20)  # connections open, code warm
-        per_call = await _calls(session, server, count)
-        per_event = await _events(session, server, control, namespace, count)
+        await _calls(session, server, 20, options)  # connections open, code warm
+        per_call = await _calls(session, server, count, options)
+        per_event = await _events(session, server, control, namespace, count, options)
     return {"us_per_call": round(per_call * 1e6, 1), "us_per_event": round(per_event * 1e6, 1)}
 
 

@@ -49,6 +49,7 @@ from testbed.cluster.common import (
     DEFAULT_TOKEN,
     AccessRule,
     RecordedRequest,
+    ServingTLS,
     sanitize_label,
     service_account_user,
     write_kubeconfig,
@@ -229,10 +230,14 @@ class FakeCluster:
         host: str = "127.0.0.1",
         default_allow: bool = True,
         keep_requests: int | None = None,
+        tls: ServingTLS | None = None,
     ) -> None:
         """``users`` maps bearer tokens to who they authenticate as (``token`` is ADMIN unless
         listed); ``default_allow=False`` makes the authorizer deny what no rule allows, as RBAC
-        does; ``keep_requests`` bounds the request log to the newest N (for long runs)."""
+        does; ``keep_requests`` bounds the request log to the newest N (for long runs); with
+        ``tls`` the API is served over HTTPS, as kube-apiserver serves it, and the kubeconfig
+        names its CA and server name."""
+        self.tls = tls
         self.store = store or Store(resources)
         self.emulator: ApiserverEmulator | None = None
         self.token = token
@@ -267,7 +272,7 @@ class FakeCluster:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     async def start(self) -> None:
         if self._runner is not None:
@@ -276,7 +281,8 @@ class FakeCluster:
         app.router.add_route("*", "/{tail:.*}", self._route)
         runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None)
         await runner.setup()
-        await web.TCPSite(runner, self.host, self.port).start()
+        context = self.tls.context() if self.tls else None
+        await web.TCPSite(runner, self.host, self.port, ssl_context=context).start()
         self.port = int(runner.addresses[0][1])
         self._runner = runner
 
@@ -302,7 +308,7 @@ class FakeCluster:
 
     def write_kubeconfig(self, path: Path, namespace: str = "default") -> Path:
         """A kubeconfig with token auth for ``kubernetes(.aio).config.load_kube_config``."""
-        return write_kubeconfig(path, self.url, self.token, namespace)
+        return write_kubeconfig(path, self.url, self.token, namespace, tls=self.tls)
 
     # -- set-up helpers ------------------------------------------------------------------------
 

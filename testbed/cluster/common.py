@@ -6,7 +6,10 @@ them without the HTTP front door.
 
 from __future__ import annotations
 
+import base64
 import re
+import ssl
+import tempfile
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -41,13 +44,50 @@ def service_account_user(name: str = SERVICE_NAME, namespace: str = SERVICE_NAME
     )
 
 
-def write_kubeconfig(path: Path, server: str, token: str, namespace: str = "default") -> Path:
+@dataclass(frozen=True)
+class ServingTLS:
+    """The API's serving certificate and the CA that signed it. Clients reach the API by its
+    address and check the certificate against ``server_name``, as a kubeconfig's
+    ``tls-server-name`` asks."""
+
+    ca_pem: bytes
+    cert_pem: bytes
+    key_pem: bytes
+    server_name: str = "kubernetes.default.svc"
+
+    @classmethod
+    def issue(cls, server_name: str = "kubernetes.default.svc") -> ServingTLS:
+        from webhook.shell import certs
+
+        ca = certs.make_ca("fake-apiserver-ca")
+        serving = certs.make_serving(ca, [server_name])
+        return cls(ca.cert_pem, serving.cert_pem, serving.key_pem, server_name)
+
+    def context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        with tempfile.TemporaryDirectory() as tmp:
+            cert, key = Path(tmp) / "tls.crt", Path(tmp) / "tls.key"
+            cert.write_bytes(self.cert_pem)
+            key.write_bytes(self.key_pem)
+            context.load_cert_chain(cert, key)
+        return context
+
+
+def write_kubeconfig(
+    path: Path, server: str, token: str, namespace: str = "default", *,
+    tls: ServingTLS | None = None,
+) -> Path:  # fmt: skip
     """A kubeconfig with bearer-token auth for a fake API at ``server``, read by
-    ``kubernetes(.aio).config.load_kube_config``."""
+    ``kubernetes(.aio).config.load_kube_config``; with ``tls``, the CA and server name to
+    check the API's certificate against."""
+    cluster: dict[str, Any] = {"server": server}
+    if tls is not None:
+        cluster["certificate-authority-data"] = base64.b64encode(tls.ca_pem).decode()
+        cluster["tls-server-name"] = tls.server_name
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "fake", "cluster": {"server": server}}],
+        "clusters": [{"name": "fake", "cluster": cluster}],
         "users": [{"name": "fake-user", "user": {"token": token}}],
         "contexts": [
             {
