@@ -3,9 +3,11 @@
 The key is ``(namespace, AppWrapper name)``: the adopted object's pod templates name their
 AppWrapper, the AppWrapper keeps that name, and its pods carry it as a label, so every event
 of the three maps to the same key. Each step reads the informers' copies (and the API itself
-where a stale copy would do harm: who deletes an object, whether an AppWrapper exists), decides
-with the pure functions of ``webhook.core.adoption``, and writes with a precondition or in an
-idempotent form, so that a repeat, a restart or a second replica never does a step twice.
+where a stale copy would do harm: who deletes an object, the AppWrapper holding a name autowrap
+wanted, Kueue's admission and the pods a release acts on), decides with the pure functions of
+``webhook.core.adoption``, and writes with a precondition or in an idempotent form, so that a
+repeat, a restart or a second replica never does a step twice. Where one write can carry two
+changes to the object (its owner and its status, its finalizer and its status), it does.
 """
 
 from __future__ import annotations
