@@ -16,7 +16,7 @@ from typing import Any
 
 from testbed.apiserver import ApiserverEmulator, UserInfo
 from testbed.cluster.cluster import FakeCluster
-from testbed.cluster.common import write_kubeconfig
+from testbed.cluster.common import ServingTLS, write_kubeconfig
 from testbed.cluster.resources import ALL, APPWRAPPERS, EVENTS, LOCALQUEUES, PODS, VCJOBS
 from testbed.pki import ServingPki
 from testbed.policies import in_mode
@@ -198,8 +198,9 @@ async def running_cluster(
                                  match_conditions=cel_predicates(configurations),
                                  ca_bundle=pki.ca_bundle,
                                  admission_policies=render("base"))  # fmt: skip
-    # autowrap runs as its own ServiceAccount, so the cluster's policies on its writes apply.
-    api = FakeCluster(emulator=emulator, users={AUTOWRAP_TOKEN: AUTOWRAP})
+    # autowrap runs as its own ServiceAccount, so the cluster's policies on its writes apply,
+    # and reaches the API over HTTPS, checking its certificate as against kube-apiserver.
+    api = FakeCluster(emulator=emulator, users={AUTOWRAP_TOKEN: AUTOWRAP}, tls=ServingTLS.issue())
     await api.start()
     api.add_namespace(NAMESPACE, labels=dict(namespace_labels or {}))
     api.add_namespace(names.SERVICE_NAMESPACE)
@@ -213,7 +214,7 @@ async def running_cluster(
     options = server.Options(
         host="127.0.0.1", port=0, metrics_port=0, cert_dir=cert_dir,
         policy_path=_policies(tmp_path, extra_policies, mode),
-        kubeconfig=str(write_kubeconfig(tmp_path / "kubeconfig", api.url, AUTOWRAP_TOKEN)),
+        kubeconfig=str(write_kubeconfig(tmp_path / "kubeconfig", api.url, AUTOWRAP_TOKEN, tls=api.tls)),
         reload_interval=60.0, drain_timeout=5.0, controller=controller,
         controller_namespace=names.SERVICE_NAMESPACE, controller_identity="autowrap-0",
     )  # fmt: skip
