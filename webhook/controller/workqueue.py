@@ -44,28 +44,25 @@ class WorkQueue:
 
     def add_after(self, key: Hashable, delay: float) -> None:
         """Queue ``key`` in ``delay`` seconds (an earlier pending timer for it wins)."""
-        if key in self._timers:
-            return
-        loop = asyncio.get_running_loop()
-
-        def fire() -> None:
-            self._timers.pop(key, None)
-            self.add(key)
-
-        self._timers[key] = loop.call_later(delay, fire)
+        self._later(self._timers, key, delay)
 
     def add_batched(self, key: Hashable, period: float) -> None:
         """Queue ``key`` at the end of a batch period started by the first change to it; a key
         already waiting in a batch, or in the queue, is left as it is."""
-        if key in self._batched or key in self._queued:
+        if key not in self._queued:
+            self._later(self._batched, key, period)
+
+    def _later(
+        self, timers: dict[Hashable, asyncio.TimerHandle], key: Hashable, delay: float
+    ) -> None:
+        if key in timers:
             return
-        loop = asyncio.get_running_loop()
 
         def fire() -> None:
-            self._batched.pop(key, None)
+            timers.pop(key, None)
             self.add(key)
 
-        self._batched[key] = loop.call_later(period, fire)
+        timers[key] = asyncio.get_running_loop().call_later(delay, fire)
 
     def retry(self, key: Hashable) -> float:
         """Queue a failed key after its backoff; returns the delay."""
