@@ -52,8 +52,9 @@ class ControllerStats:
     failed: Mapping[str, int] = field(default_factory=dict)
     # The resource of each informer, and whether the cluster serves it (its CRD installed).
     resources: Mapping[str, bool] = field(default_factory=dict)
-    # Per informer ("pods", "jobs", "appwrappers"): watch events received, and those that
-    # changed what its cache keeps (the rest wake nothing).
+    # Per informer ("Job" and "Pod": objects to adopt; "pods": pods not released yet;
+    # "appwrappers"): watch events received, and those that changed what its cache keeps (the
+    # rest wake nothing).
     watch_events: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
 
