@@ -64,14 +64,12 @@ from testbed.cluster.resources import (
 )
 from testbed.cluster.store import Store
 from testbed.sim.kueue import admitted_workload
-from webhook.core import adoption, engine
-from webhook.core.policy import PolicySet
+from webhook.core import adoption
 from webhook.model import names
 from webhook.shell import policyfiles
 
 Obj = dict[str, Any]
 NAMESPACE = policies.ADOPT_NAMESPACE
-USER = "alice@example.com"
 MERGE = "application/merge-patch+json"
 # Kueue's placement for every podSet (what the release applies to each pod).
 POOL = {"pool": "a100"}
@@ -199,21 +197,6 @@ async def _quiet(tracker: Tracker, server: load.Process, timeout: float) -> floa
 
 
 # --- what the user, Volcano and Kueue do ---------------------------------------------------------
-
-
-def _prepared_jobs(prefix: str, count: int, policy_set: PolicySet) -> list[Obj]:
-    """Volcano Jobs as adopt-mode admission stores them (SPEC section 11): the engine's outcome
-    for the user's object, then ``adoption.prepare``; built before any clock starts."""
-    opt_in = {names.WRAP_LABEL: "true", names.QUEUE_LABEL: payloads.QUEUE}
-    jobs = []
-    for i in range(count):
-        job = payloads.small_job(f"{prefix}-{i:04d}", NAMESPACE, labels=opt_in)
-        context = engine.Context(policies=policy_set, namespace=NAMESPACE, user=USER)
-        outcome = engine.admit(copy.deepcopy(job), context)
-        if outcome.action is not engine.Action.WRAP:
-            raise RuntimeError(f"{prefix}-{i:04d} is not wrapped: {outcome.reason}")
-        jobs.append(adoption.prepare(job, outcome, user=USER))
-    return jobs
 
 
 def _volcano_pods(job: Obj) -> list[Obj]:
@@ -373,9 +356,9 @@ async def one_round(mode: Mode, jobs: int, work: Path, label: str) -> dict[str, 
     tls = load.client_tls(cert_dir / "ca.crt")
     policy_dir = policies.write(work / "policies")
     policy_set = policyfiles.load(policy_dir)
-    warm = _prepared_jobs(f"warm-{label}", mode.warm_up, policy_set)
-    burst = _prepared_jobs(f"job-{label}", jobs, policy_set)
-    paced = _prepared_jobs(f"paced-{label}", mode.paced_jobs, policy_set)
+    warm = payloads.adopted_jobs(f"warm-{label}", mode.warm_up, policy_set)
+    burst = payloads.adopted_jobs(f"job-{label}", jobs, policy_set)
+    paced = payloads.adopted_jobs(f"paced-{label}", mode.paced_jobs, policy_set)
     total = len(warm) + len(burst) + len(paced)
 
     cluster = _cluster(mode.faithful_store)

@@ -17,6 +17,8 @@ from typing import Any
 import orjson
 
 from bench.policies import ADOPT_NAMESPACE, REDIRECT_NAMESPACE
+from webhook.core import adoption, engine
+from webhook.core.policy import PolicySet
 from webhook.model import names
 
 # Every payload runs in the redirect namespace unless it says otherwise (the adopt payloads).
@@ -285,6 +287,25 @@ def bare_pod(name: str, namespace: str) -> Obj:
 def small_job(name: str, namespace: str = NAMESPACE, labels: dict[str, str] | None = None) -> Obj:
     """The 2-task job (1 master, 3 workers) most payloads and the controller bench use."""
     return vcjob(name, [_task("master", 1), _task("worker", 3)], labels, namespace)
+
+
+ADOPT_USER = "alice@example.com"
+
+
+def adopted_jobs(prefix: str, count: int, policy_set: PolicySet, digits: int = 4) -> list[Obj]:
+    """``small_job``s in the adopt namespace as adopt-mode admission stores them (SPEC section
+    11): the engine's outcome for the user's object, then ``adoption.prepare``."""
+    opt_in = {names.WRAP_LABEL: "true", names.QUEUE_LABEL: QUEUE}
+    context = engine.Context(policies=policy_set, namespace=ADOPT_NAMESPACE, user=ADOPT_USER)
+    jobs = []
+    for i in range(count):
+        name = f"{prefix}-{i:0{digits}d}"
+        job = small_job(name, ADOPT_NAMESPACE, labels=opt_in)
+        outcome = engine.admit(copy.deepcopy(job), context)
+        if outcome.action is not engine.Action.WRAP:
+            raise RuntimeError(f"{name} is not wrapped: {outcome.reason}")
+        jobs.append(adoption.prepare(job, outcome, user=ADOPT_USER))
+    return jobs
 
 
 # --- the payload set ---------------------------------------------------------------------------

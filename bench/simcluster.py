@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import copy
 import signal
 import time
 import uuid
@@ -61,14 +60,13 @@ from testbed.cluster.resources import (
 )
 from testbed.cluster.store import Store
 from testbed.sim import Simulators, simulated
-from webhook.core import adoption, engine
+from webhook.core import adoption
 from webhook.model import names
 from webhook.shell import policyfiles
 
 Obj = dict[str, Any]
 NAMESPACE = policies.ADOPT_NAMESPACE
 UNCOVERED = policies.UNCOVERED_NAMESPACE
-USER = "alice@example.com"
 POOL = {"pool": "a100"}
 FLAVOR = "default-flavor"
 FAMILY = (VCJOBS, APPWRAPPERS, PODS, PODGROUPS, WORKLOADS, SERVICES, CONFIGMAPS)
@@ -133,16 +131,7 @@ class Counts:
 def prepared_jobs(prefix: str, count: int, work: Path) -> list[Obj]:
     """Volcano Jobs of 4 pods (1 master, 3 workers) as adopt-mode admission stores them."""
     policy_set = policyfiles.load(policies.write(work / "policies"))
-    opt_in = {names.WRAP_LABEL: "true", names.QUEUE_LABEL: payloads.QUEUE}
-    jobs = []
-    for i in range(count):
-        job = payloads.small_job(f"{prefix}-{i:05d}", NAMESPACE, labels=opt_in)
-        context = engine.Context(policies=policy_set, namespace=NAMESPACE, user=USER)
-        outcome = engine.admit(copy.deepcopy(job), context)
-        if outcome.action is not engine.Action.WRAP:
-            raise RuntimeError(f"{prefix}-{i:05d} is not wrapped: {outcome.reason}")
-        jobs.append(adoption.prepare(job, outcome, user=USER))
-    return jobs
+    return payloads.adopted_jobs(prefix, count, policy_set, digits=5)
 
 
 def cluster() -> FakeCluster:
