@@ -370,7 +370,7 @@ def parse(text: str, *, source: str) -> list[Policy]:
     try:
         documents = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
-        raise PolicyError(yamltext.yaml_error(source, exc)) from None
+        raise PolicyError(yamltext.yaml_error(source, exc, text)) from None
     policies = []
     for i, doc in enumerate(documents):
         where = source if len(documents) == 1 else f"{source} (document {i + 1})"
