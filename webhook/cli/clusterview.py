@@ -108,6 +108,8 @@ def hints(
     obj: Mapping[str, Any], outcome: engine.Outcome, labels_of_namespace: Mapping[str, str]
 ) -> list[Finding]:
     """Warnings about what the cluster will do that autowrap's admission cannot see."""
+    if obj.get("apiVersion") == "v1" and obj.get("kind") == "Namespace":
+        return _namespace_label(obj)
     return [
         *_needs_namespace_label(obj, outcome, labels_of_namespace),
         *_not_wrappable(obj),
@@ -142,6 +144,21 @@ def _needs_namespace_label(
             f"Kueue's quota. Label the namespace (kubectl label namespace {namespace} "
             f"{NAMESPACE_ALWAYS}) and give the label here (-l {NAMESPACE_ALWAYS}; "
             f'namespaceLabels in a policy test), or label the object {names.WRAP_LABEL}: "true"',
+        )
+    ]
+
+
+def _namespace_label(namespace: Mapping[str, Any]) -> list[Finding]:
+    """On a Namespace, ``autowrap.io/wrap`` means something only as ``Always``."""
+    value = objects.labels_of(namespace).get(names.WRAP_LABEL)
+    if value is None or value == ALWAYS_VALUE:
+        return []
+    return [
+        Finding(
+            str(LABELS.key(names.WRAP_LABEL)),
+            f"{value!r} on a Namespace means nothing to the webhooks, which select namespaces "
+            f"labelled {NAMESPACE_ALWAYS} (for policies with wrap: Always); did you mean "
+            f"{names.WRAP_LABEL}: {ALWAYS_VALUE}?",
         )
     ]
 
@@ -213,7 +230,8 @@ def _near_miss(path: str, key: str, known: Sequence[str], what: str) -> list[Fin
     prefix, _, name = key.rpartition("/")
     for candidate in known:
         known_prefix, _, known_name = candidate.rpartition("/")
-        if (prefix == known_prefix and _close(name, known_name, 0.6)) or (
+        same_prefix = prefix == known_prefix
+        if (same_prefix and (_close(name, known_name, 0.6) or _cut(name, known_name))) or (
             name == known_name and _close(prefix, known_prefix, 0.8)
         ):
             return [
@@ -228,6 +246,11 @@ def _near_miss(path: str, key: str, known: Sequence[str], what: str) -> list[Fin
 
 def _close(a: str, b: str, cutoff: float) -> bool:
     return difflib.SequenceMatcher(None, a, b).ratio() >= cutoff
+
+
+def _cut(name: str, known: str) -> bool:
+    """``nproc`` for ``nproc-per-node``: a known name cut short at a word."""
+    return len(name) >= 4 and known.startswith(name + "-")
 
 
 def unchanged_reason(obj: Mapping[str, Any], outcome: engine.Outcome) -> str | None:
