@@ -176,6 +176,9 @@ def test_t03_check_under_wrap_always_names_the_namespace_label_the_webhooks_need
     code, _, _ = _run(capsys, "check", path, "-n", "team-a", "--policy", POLICIES,
                       "--warn-exit-code", "3")  # fmt: skip
     assert code == 3
+    _, out, _ = _run(capsys, "check", path, "-n", "team-a", "--policy", POLICIES, "-o", "json")
+    [document] = json.loads(out)["documents"]
+    assert [w["path"] for w in document["warnings"]] == ["metadata.namespace"]
     code, _, err = _run(capsys, "check", path, "-n", "team-a", "-l", ALWAYS, "--policy", POLICIES)
     assert code == 0 and _lines(err, "warning") == []
 
