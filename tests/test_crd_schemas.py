@@ -89,3 +89,15 @@ def test_the_volcano_schema_check_catches_an_unknown_topology_mode():
     job = volcano_job("j").topology("strict", tier=1).build()
     with pytest.raises(AssertionError, match="networkTopology"):
         schemas.assert_valid_volcano_job(job)
+
+
+def test_the_crd_field_digest_autowrap_ships_is_what_the_crds_give():
+    """webhook/model/crdschema_data.py (unknown-field checks of ``autowrap check``) is generated
+    from ../shared/crds; the product carries the digest, never the CRDs."""
+    if not schemas.CRD_DIR.is_dir():
+        pytest.skip(f"upstream CRDs not found at {schemas.CRD_DIR}; the digest is checked there")
+    from tools import crd_schema
+
+    assert crd_schema.generate(schemas.CRD_DIR) == crd_schema.DATA.read_text(encoding="utf-8"), (
+        "webhook/model/crdschema_data.py is stale: run python -m tools.crd_schema"
+    )

@@ -20,6 +20,9 @@ import yaml
 from webhook.model.yamltext import LOADER, STDIN, yaml_error
 
 EXTENSIONS = (".yaml", ".yml", ".json")
+# The file names kustomize looks for in a directory (sigs.k8s.io/kustomize/api konfig
+# RecognizedKustomizationFileNames).
+KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 
 
 class InputError(Exception):
@@ -43,6 +46,8 @@ def files_of(sources: Sequence[str]) -> list[str]:
             found.append(STDIN)
             continue
         path = Path(source)
+        if path.is_dir() and any((path / name).is_file() for name in KUSTOMIZATION_FILES):
+            raise InputError(_kustomization(source))
         if path.is_dir():
             found += [
                 str(p) for p in sorted(path.iterdir()) if p.suffix in EXTENSIONS and p.is_file()
@@ -81,7 +86,7 @@ def read_documents(source: str, stdin: TextIO) -> list[Document]:
     try:
         loaded = list(yaml.load_all(text, Loader=LOADER))
     except yaml.YAMLError as exc:
-        raise InputError(yaml_error(source, exc)) from None
+        raise InputError(yaml_error(source, exc, text)) from None
     except RecursionError:
         raise InputError(f"{source}: not valid YAML: nested too deeply") from None
     documents: list[Document] = []
@@ -91,16 +96,44 @@ def read_documents(source: str, stdin: TextIO) -> list[Document]:
         doc = _as_json(doc, f"{source}: document {i + 1}")
         if not isinstance(doc, dict):
             raise InputError(f"{source}: document {i + 1} is not a Kubernetes object (a mapping)")
+        if Path(source).name in KUSTOMIZATION_FILES or doc.get("kind") == "Kustomization":
+            raise InputError(_kustomization(str(Path(source).parent)))
         if not isinstance(doc.get("apiVersion"), str) or not isinstance(doc.get("kind"), str):
             raise InputError(f"{source}: document {i + 1} has no apiVersion and kind")
-        if doc.get("kind") == "List" and isinstance(doc.get("items"), list):
-            for item in doc["items"]:
-                if not isinstance(item, dict):
-                    raise InputError(f"{source}: document {i + 1} has an item that is no object")
+        if _is_list(doc):
+            for item in _items(doc, f"{source}: document {i + 1}"):
                 documents.append(Document(len(documents), item, source))
             continue
         documents.append(Document(len(documents), doc, source))
     return documents
+
+
+def _kustomization(directory: str) -> str:
+    return (
+        f"{directory} is a kustomization, not manifests: autowrap reads what kustomize builds, "
+        f"so build it first: kubectl kustomize {directory} | autowrap check - (or render -)"
+    )
+
+
+def _is_list(doc: dict[str, Any]) -> bool:
+    """``List``, and the typed lists the API returns (``PodList``, ``JobList``), which kubectl
+    unrolls alike."""
+    kind = str(doc.get("kind"))
+    return kind.endswith("List") and isinstance(doc.get("items"), list)
+
+
+def _items(doc: dict[str, Any], where: str) -> list[dict[str, Any]]:
+    """A list's objects. The API leaves apiVersion and kind out of a typed list's items
+    (``PodList`` items are Pods): they are the list's, as kubectl takes them."""
+    kind = str(doc["kind"])
+    items: list[dict[str, Any]] = []
+    for item in doc["items"]:
+        if not isinstance(item, dict):
+            raise InputError(f"{where} has an item that is no object")
+        if kind != "List":
+            item = {"apiVersion": doc["apiVersion"], "kind": kind.removesuffix("List"), **item}
+        items.append(item)
+    return items
 
 
 def _as_json(doc: Any, where: str) -> Any:

@@ -14,8 +14,8 @@ import logging
 import os
 import ssl
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -23,11 +23,11 @@ import orjson
 import yaml
 
 from webhook import __version__
-from webhook.cli import podview, policytests
+from webhook.cli import clusterview, podview, policytests
 from webhook.cli.inputs import Document, InputError, read_all, read_documents
-from webhook.cli.summary import Result, Summary, errors, summarize
+from webhook.cli.summary import Finding, Result, Summary, errors, summarize
 from webhook.core import adoption, engine
-from webhook.core.policy import Mode, PolicyError, PolicySet
+from webhook.core.policy import Mode, PolicyError, PolicySet, WrapMode
 from webhook.model import names, objects
 from webhook.model.yamltext import LOADER, yaml_error
 from webhook.shell import policyfiles
@@ -98,10 +98,22 @@ class Evaluated:
     namespace: str
     outcome: engine.Outcome
     summary: Summary
+    # The labels its namespace was matched with (-l, or a Namespace of the input).
+    namespace_labels: Mapping[str, str] = field(default_factory=dict)
+    # What the cluster does around admission that autowrap's findings cannot say
+    # (clusterview.hints): warnings too, but never part of a policy test's expectations.
+    hints: tuple[Finding, ...] = ()
 
     @property
     def label(self) -> str:
-        return f"{self.doc.obj.get('kind')} {self.namespace}/{shown_name(self.doc.obj)}"
+        kind, name = self.doc.obj.get("kind"), shown_name(self.doc.obj)
+        if clusterview.is_cluster_scoped(self.doc.obj):
+            return f"{kind} {name}"
+        return f"{kind} {self.namespace}/{name}"
+
+    @property
+    def warnings(self) -> tuple[Finding, ...]:
+        return self.summary.warnings + self.hints
 
     @property
     def generate_name(self) -> str | None:
@@ -143,27 +155,69 @@ def _labels(items: Sequence[str]) -> dict[str, str]:
     return dict(item.split("=", 1) for item in items)
 
 
+# Why a document kubectl or the API server refuses gets no further.
+REFUSED_BEFORE_ADMISSION = (
+    "kubectl and the API server refuse it before any webhook sees it; autowrap judges it once "
+    "these are fixed"
+)
+
+
 def evaluate(
     documents: Sequence[Document],
     policies: PolicySet,
     namespace: str | None,
-    namespace_labels: dict[str, str],
+    namespace_labels: Mapping[str, str],
 ) -> list[Evaluated]:
+    """Each document as the cluster would take it: refused at decode, or admitted by
+    ``engine.admit`` with its namespace's labels (a Namespace of the input gives them, the
+    -l labels on top), and what the webhooks' selectors do around that (``hints``)."""
+    defined = clusterview.namespace_labels([doc.obj for doc in documents])
     evaluated = []
     for doc in documents:
-        ns = objects.as_map(doc.obj.get("metadata")).get("namespace") or namespace or "default"
-        context = engine.Context(
-            policies=policies, namespace=str(ns), namespace_labels=namespace_labels
-        )
+        ns = str(objects.as_map(doc.obj.get("metadata")).get("namespace") or namespace or "default")
+        labels = {
+            "kubernetes.io/metadata.name": ns,
+            **defined.get(ns, {}),
+            **namespace_labels,
+        }
+        refused = clusterview.refusals(doc.obj)
+        if refused:
+            outcome = engine.Outcome(
+                engine.Action.PASS, None, tuple(refused), reason=REFUSED_BEFORE_ADMISSION
+            )
+            evaluated.append(Evaluated(doc, ns, outcome, summarize(outcome), labels))
+            continue
+        context = engine.Context(policies=policies, namespace=ns, namespace_labels=labels)
         outcome = engine.admit(doc.obj, context)
-        evaluated.append(Evaluated(doc, str(ns), outcome, summarize(outcome)))
+        summary = summarize(outcome)
+        reason = clusterview.unchanged_reason(doc.obj, outcome)
+        if reason and summary.result is Result.UNCHANGED:
+            summary = replace(summary, reason=f"unchanged: {reason}")
+        hints = tuple(clusterview.hints(doc.obj, outcome, labels))
+        evaluated.append(Evaluated(doc, ns, outcome, summary, labels, hints))
     return evaluated
+
+
+def note_namespaces(
+    documents: Sequence[Document], namespace_labels: Mapping[str, str], err: TextIO
+) -> None:
+    """Say which Namespaces of the input gave their labels to policy matching."""
+    for name, labels in clusterview.namespace_labels([doc.obj for doc in documents]).items():
+        own = ", ".join(f"{k}={v}" for k, v in labels.items() if k != "kubernetes.io/metadata.name")
+        given = ", ".join(f"{k}={v}" for k, v in namespace_labels.items())
+        say(
+            err,
+            "note",
+            f"Namespace {name} is in the input: its labels ({own or 'none'}) select the policy "
+            f"for the objects in {name}, as they will in the cluster"
+            + (f", with -l {given} on top" if given else ""),
+        )
 
 
 def _report(ev: Evaluated, err: TextIO, *, explain: bool) -> None:
     for finding in ev.summary.violations:
         say(err, "error", f"{ev.label}: {finding.render()}")
-    for finding in ev.summary.warnings:
+    for finding in ev.warnings:
         say(err, "warning", f"{ev.label}: {finding.render()}")
     if explain:
         print(f"explain: {ev.label}: {ev.summary.reason}", file=err)
@@ -174,7 +228,7 @@ def _report(ev: Evaluated, err: TextIO, *, explain: bool) -> None:
 def _exit_code(evaluated: Sequence[Evaluated], warn_exit_code: int) -> int:
     if any(ev.summary.result is Result.REJECTED for ev in evaluated):
         return EXIT_REJECTED
-    if warn_exit_code and any(ev.summary.warnings for ev in evaluated):
+    if warn_exit_code and any(ev.warnings for ev in evaluated):
         return warn_exit_code
     return EXIT_OK
 
@@ -195,7 +249,8 @@ def _produced(ev: Evaluated, context: engine.Context, mode: str) -> list[dict[st
     chosen = Mode(mode) if mode != "policy" else outcome.match.policy.spec.mode
     if chosen is Mode.REDIRECT:
         return [outcome.result]
-    return adoption.preview(ev.doc.obj, outcome, replace(context, namespace=ev.namespace))
+    here = replace(context, namespace=ev.namespace, namespace_labels=ev.namespace_labels)
+    return adoption.preview(ev.doc.obj, outcome, here)
 
 
 def _adopting(appwrapper: dict[str, Any]) -> bool:
@@ -206,6 +261,7 @@ def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO
     documents = read_all(args.files, stdin)
     check_namespaces(documents, args.namespace)
     policies = _load_policies(args.policy, err)
+    note_namespaces(documents, _labels(args.namespace_label), err)
     evaluated = evaluate(documents, policies, args.namespace, _labels(args.namespace_label))
     for ev in evaluated:
         _report(ev, err, explain=args.explain)
@@ -361,6 +417,7 @@ def cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO)
     documents = read_all(args.files, stdin)
     check_namespaces(documents, args.namespace)
     policies = _load_policies(args.policy, err)
+    note_namespaces(documents, _labels(args.namespace_label), err)
     evaluated = evaluate(documents, policies, args.namespace, _labels(args.namespace_label))
     if args.output == "json":
         report = {"documents": [_check_json(ev) for ev in evaluated]}
@@ -391,9 +448,10 @@ def _check_json(ev: Evaluated) -> dict[str, Any]:
         "index": ev.doc.index,
         "apiVersion": obj.get("apiVersion"),
         "kind": obj.get("kind"),
-        "namespace": ev.namespace,
+        "namespace": None if clusterview.is_cluster_scoped(obj) else ev.namespace,
         "name": objects.name_of(obj) or None,
         **ev.summary.as_json(),
+        "warnings": [f.as_json() for f in ev.warnings],
     }
 
 
@@ -407,18 +465,22 @@ def cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextI
     policies = _load_policies(args.policy, err)
     labels = _labels(args.namespace_label)
     if documents is None:
-        match = policies.match(args.namespace or "default", labels)
+        namespace = args.namespace or "default"
+        match = policies.match(namespace, labels)
         print(
             match.reason if match else "no policy covers this namespace: nothing is wrapped",
             file=out,
         )
+        if match is not None and match.policy.spec.wrap is WrapMode.ALWAYS:
+            print(clusterview.always_needs_label(match.policy.name, namespace, labels), file=out)
         return EXIT_OK
+    note_namespaces(documents, labels, err)
     evaluated = evaluate(documents, policies, args.namespace, labels)
     for ev in evaluated:
         print(f"{ev.label}: {ev.summary.reason}", file=out)
         for finding in ev.summary.violations:
             print(f"  {paint('error', out)}: {finding.render()}", file=out)
-        for finding in ev.summary.warnings:
+        for finding in ev.warnings:
             print(f"  {paint('warning', out)}: {finding.render()}", file=out)
         if ev.summary.policy_reason not in ev.summary.reason:
             print(f"  {ev.summary.policy_reason}", file=out)
@@ -469,6 +531,10 @@ def cmd_test(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) 
                     passed += 1
                     if args.verbose:
                         print(f"{paint('PASS', out)}  {where}", file=out)
+                # Not the outcome a case expects, but what the cluster will do besides: said
+                # under the case, whether it passed or not.
+                for hint in ev.hints:
+                    print(f"{paint('note', out)}  {where}: {hint.render()}", file=out)
     print(f"{passed} passed, {failed} failed", file=out)
     return EXIT_REJECTED if failed else EXIT_OK
 

@@ -75,7 +75,7 @@ def parse(text: str, *, source: str) -> TestFile:
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise TestFileError(yamltext.yaml_error(source, exc)) from None
+        raise TestFileError(yamltext.yaml_error(source, exc, text)) from None
     if not isinstance(doc, dict):
         raise TestFileError(f"{source}: expected a mapping with kind: PolicyTest")
     try:

@@ -179,10 +179,15 @@ def _check_fault_tolerance_map(values: Mapping[str, Any], *, caps: bool) -> dict
             raise ValueError(policyerrors.unknown_key(str(key), FAULT_TOLERANCE_KEYS))
         value = str(raw)
         if key in FAULT_TOLERANCE_DURATIONS:
-            durations.parse_seconds(value)
+            try:
+                durations.parse_seconds(value)
+            except ValueError as exc:
+                raise policyerrors.AtKey(
+                    key, f"{exc}; use a Go duration such as 90s, 5m or 168h (there is no 'd' unit)"
+                ) from None
         elif key in FAULT_TOLERANCE_INTS:
             if not value.isdigit():
-                raise ValueError(f"{key} must be a non-negative integer, got {value!r}")
+                raise policyerrors.AtKey(key, f"must be a non-negative integer, got {value!r}")
         elif caps:
             raise ValueError(f"{key} takes no cap")
         out[key] = value
@@ -365,7 +370,7 @@ def parse(text: str, *, source: str) -> list[Policy]:
     try:
         documents = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
-        raise PolicyError(yamltext.yaml_error(source, exc)) from None
+        raise PolicyError(yamltext.yaml_error(source, exc, text)) from None
     policies = []
     for i, doc in enumerate(documents):
         where = source if len(documents) == 1 else f"{source} (document {i + 1})"

@@ -29,6 +29,16 @@ _WHAT = {
 }
 
 
+class AtKey(ValueError):
+    """A bad value of one key of a map field (``faultTolerance.defaults``): said at the key's
+    path, ``spec.faultTolerance.defaults.warmupGracePeriodDuration``, not the map's."""
+
+    def __init__(self, key: str, detail: str) -> None:
+        super().__init__(f"{key}: {detail}")
+        self.key = key
+        self.detail = detail
+
+
 def field_path(loc: Sequence[int | str]) -> str:
     out = ""
     for part in loc:
@@ -55,6 +65,9 @@ def describe(model: type[BaseModel], error: ErrorDetails) -> str:
             listed = " or ".join(repr(a) for a in allowed) or "an allowed value"
         return f"{path}: {value!r} is not allowed; use {listed}{hint}"
     if kind == "value_error":
+        cause = (error.get("ctx") or {}).get("error")
+        if isinstance(cause, AtKey):
+            return f"{field_path((*loc, cause.key))}: {cause.detail}"
         return f"{path}: {error['msg'].removeprefix('Value error, ')}"
     type_name = kind.split("_")[0]
     if kind.endswith(("_type", "_parsing")) and type_name in _WHAT:

@@ -15,8 +15,10 @@ STDIN = "-"
 LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def yaml_error(source: str, exc: yaml.YAMLError) -> str:
-    """One line: ``FILE:LINE:COLUMN: not valid YAML: what the parser found``."""
+def yaml_error(source: str, exc: yaml.YAMLError, text: str | None = None) -> str:
+    """One line: ``FILE:LINE:COLUMN: not valid YAML: what the parser found``; given the
+    ``text``, a tab where the parser stopped is named (libyaml says only "found character
+    that cannot start any token", and a tab in the indentation is nearly always why)."""
     if not isinstance(exc, yaml.MarkedYAMLError) or exc.problem_mark is None:
         return f"{source}: not valid YAML: {' '.join(str(exc).split())}"
     mark = exc.problem_mark
@@ -27,4 +29,15 @@ def yaml_error(source: str, exc: yaml.YAMLError) -> str:
         if exc.context_mark is not None and exc.context_mark.line != mark.line:
             what += f" started on line {exc.context_mark.line + 1}"
         what += ")"
+    what += _tab_at(text, mark.line, mark.column)
     return f"{where}:{mark.line + 1}:{mark.column + 1}: not valid YAML: {what}"
+
+
+def _tab_at(text: str | None, line: int, column: int) -> str:
+    lines = (text or "").splitlines()
+    if line >= len(lines) or "\t" not in lines[line][: column + 1]:
+        return ""
+    return (
+        f"; line {line + 1} has a tab at column {lines[line].index(chr(9)) + 1}: YAML indents "
+        "with spaces only, so replace the tab with spaces"
+    )

@@ -155,9 +155,12 @@ class VolcanoJobKind:
         # A negative count is reported where it is (volcano_rules.check_bounds), never as a
         # job minAvailable above a total it made up (Volcano's own test replica-lessThanZero).
         negative = any((int_or_none(as_map(t).get("replicas")) or 0) < 0 for t in tasks)
-        found += _check_replicas_set(tasks, total, negative)
+        # Nor above a total that counts a mistyped count (replicas: "2", reported where it is
+        # by the schema check) as 0: one mistake, one error.
+        mistyped = any(_mistyped_replicas(t) for t in tasks)
+        found += _check_replicas_set(tasks, total, negative or mistyped)
         job_min = int_or_none(spec.get("minAvailable"))
-        if job_min is not None and job_min > total and not negative:
+        if job_min is not None and job_min > total and not negative and not mistyped:
             found.append(
                 error(
                     SPEC.child("minAvailable"),
@@ -197,7 +200,7 @@ class VolcanoJobKind:
                 seen.setdefault(name, i)
             replicas = int_or_none(task.get("replicas")) or 0
             minimum = int_or_none(task.get("minAvailable"))
-            if minimum is not None and minimum > replicas >= 0:
+            if minimum is not None and minimum > replicas >= 0 and not _mistyped_replicas(task):
                 found.append(
                     error(
                         path.child("minAvailable"),
@@ -266,6 +269,12 @@ class VolcanoJobKind:
                 )
             )
         return found
+
+
+def _mistyped_replicas(task: object) -> bool:
+    """A task whose ``replicas`` is set but not an integer (``"2"``): counted as 0 pods."""
+    replicas = as_map(task).get("replicas")
+    return replicas is not None and int_or_none(replicas) is None
 
 
 def _check_replicas_set(tasks: list[Any], total: int, negative: bool) -> list[Violation]:
