@@ -207,7 +207,9 @@ def install(
 
 def grant_rbac(cluster: FakeCluster, rendered: Iterable[Mapping[str, Any]], user: str) -> None:
     """Rules for ``user`` (a ServiceAccount's username) from the rendered ClusterRoles and Roles
-    bound to it, then a deny of everything else for it, as RBAC answers."""
+    bound to it, then a deny of everything else for it, as RBAC answers. Applied again, it
+    replaces that user's rules (the release re-applied)."""
+    cluster.access_rules[:] = [r for r in cluster.access_rules if r.user != user]
     objs = list(rendered)
     account = user.split(":")  # system:serviceaccount:NS:NAME
     ns_sa, sa = account[2], account[3]

@@ -790,18 +790,20 @@ def lease(facts: Facts) -> Finding:
     holder = str(spec.get("holderIdentity") or "")
     renewed = _rfc3339(str(spec.get("renewTime") or ""))
     duration = int(spec.get("leaseDurationSeconds") or 15)
+    restart = ("kubectl", "-n", facts.install_namespace, "rollout", "restart",
+               f"deployment/{names.SERVICE_NAME}")  # fmt: skip
+    fix = (f"kubectl -n {facts.install_namespace} logs deployment/{names.SERVICE_NAME} says why; "
+           "restart the Deployment")  # fmt: skip
     if not holder or renewed is None:
-        return Finding("autowrap", "lease", FAIL, f"{where} has no holder",
-                       f"kubectl -n {facts.install_namespace} logs deployment/{names.SERVICE_NAME}")  # fmt: skip
+        return Finding("autowrap", "lease", FAIL,
+                       f"{where} is held by nobody: no replica leads, adoptions and releases "
+                       "wait", fix, restart)  # fmt: skip
     age = (facts.now - renewed).total_seconds()
     if age > duration:
         return Finding("autowrap", "lease", FAIL,
                        f"{where}: held by {holder}, last renewed {int(age)}s ago (lease "
                        f"{duration}s): no replica leads, adoptions and releases wait",
-                       f"kubectl -n {facts.install_namespace} rollout restart "
-                       f"deployment/{names.SERVICE_NAME}",
-                       ("kubectl", "-n", facts.install_namespace, "rollout", "restart",
-                        f"deployment/{names.SERVICE_NAME}"))  # fmt: skip
+                       fix, restart)  # fmt: skip
     return Finding("autowrap", "lease", OK,
                    f"{where}: held by {holder}, renewed {max(int(age), 0)}s ago")  # fmt: skip
 
@@ -976,7 +978,10 @@ def _covered(facts: Facts, ns: str, labels: Mapping[str, str], match: Match, rea
                            "they run unwrapped, outside Kueue",
                            f"kubectl label namespace {ns} {names.WRAP_LABEL}=Always",
                            ("kubectl", "label", "namespace", ns, f"{names.WRAP_LABEL}=Always")))  # fmt: skip
-    elif spec.wrap is not WrapMode.ALWAYS and always_label:
+    elif spec.wrap is WrapMode.ALWAYS:
+        out.append(Finding("policies", "wrap-always-label", OK,
+                           f"{who}: wrap: Always, labelled {names.WRAP_LABEL}=Always"))  # fmt: skip
+    elif always_label:
         out.append(Finding("policies", "wrap-always-label", WARN,
                            f"{who}: labelled {names.WRAP_LABEL}=Always but the policy is "
                            f"wrap: {spec.wrap.value}: unlabelled objects are sent to autowrap "
@@ -990,6 +995,9 @@ def _covered(facts: Facts, ns: str, labels: Mapping[str, str], match: Match, rea
                            "name no queue are refused",
                            f"create LocalQueue {ns}/{queue} (spec.clusterQueue: your "
                            "ClusterQueue), or change queue.default"))  # fmt: skip
+    elif queue:
+        out.append(Finding("policies", "local-queue", OK,
+                           f"{who}: its default queue {queue!r} exists"))  # fmt: skip
     elif not local_queues and spec.wrap is WrapMode.ALWAYS:
         out.append(Finding("policies", "local-queue", FAIL,
                            f"{who}: wrap: Always, but no LocalQueue in the namespace: every "
