@@ -33,6 +33,7 @@ from testbed.cluster.resources import (
     LOCALQUEUES,
     NAMESPACES,
     PODS,
+    RESOURCEFLAVORS,
     VCJOBS,
     WEBHOOK_CONFIGURATIONS,
 )
@@ -276,7 +277,10 @@ async def test_appwrapper_settings_adopt_mode_depends_on(
                                  ["userRBACAdmissionCheck: false"], check_off)  # fmt: skip
         code, report, _ = await _doctor(kubeconfig)
         rbac = _by_check(report, "rbac")[0]
-        assert rbac["level"] == doctor.OK and "create jobs.batch.volcano.sh, create pods, create services" in rbac["found"]
+        assert (
+            rbac["level"] == doctor.OK
+            and "create jobs.batch.volcano.sh, create pods, create services" in rbac["found"]
+        )
 
 
 async def test_autowrap_rbac_missing_and_excess(webhook_pki: ServingPki, tmp_path: Path) -> None:
@@ -518,3 +522,47 @@ async def test_a_cancelled_smoke_run_deletes_what_it_created(
             await api.close()
         await cluster.settle()
         assert _smoke_objects(cluster) == []
+
+
+def test_the_names_doctor_expects_are_the_ones_the_release_installs() -> None:
+    rendered = render("base")
+    hooks = {o["metadata"]["name"]: [h["name"] for h in o["webhooks"]]
+             for o in rendered if "webhooks" in o}  # fmt: skip
+    assert hooks == {doctor.MUTATING: list(doctor.MUTATING_WEBHOOKS),
+                     doctor.VALIDATING: list(doctor.VALIDATING_WEBHOOKS)}  # fmt: skip
+    policies = [o["metadata"]["name"] for o in rendered
+                if o["kind"] == "ValidatingAdmissionPolicy"]  # fmt: skip
+    assert sorted(policies) == sorted(doctor.ADMISSION_POLICIES)
+    maps = [o["metadata"]["name"] for o in rendered if o["kind"] == "ConfigMap"]
+    assert doctor.POLICIES_CONFIGMAP in maps
+    assert set(doctor.WRAP_WEBHOOKS) <= set(doctor.MUTATING_WEBHOOKS)
+
+
+def test_doctor_calls_are_the_users_not_the_service_accounts() -> None:
+    """doctor reads with the user's kubeconfig: its calls are not granted to autowrap."""
+    from webhook.shell import kube
+
+    extra = set(kube.DOCTOR_CALLS) - set(kube.RBAC)
+    assert ("", "configmaps", "get") in extra and ("apps", "deployments", "get") in extra
+    assert not {c for c in kube.RBAC if c[1] in ("configmaps", "deployments", "secrets")}
+
+
+async def test_admission_and_doctor_agree_on_when_to_redirect(
+    webhook_pki: ServingPki, tmp_path: Path
+) -> None:
+    from webhook.shell.kube import KubeClient
+
+    async with installed(webhook_pki, tmp_path) as (cluster, kubeconfig):
+        flavor = cluster.api.store.get(RESOURCEFLAVORS, None, "a100")
+        assert flavor is not None
+        flavor["spec"]["topologyName"] = "default"
+        installation.put(cluster.api, flavor)
+        client = await KubeClient.connect(str(kubeconfig))
+        try:
+            said = await client.redirect_reason(NAMESPACE, "team-queue", timeout=10)
+        finally:
+            await client.close()
+        assert said == "ClusterQueue 'cq' uses topology-aware scheduling (ResourceFlavor 'a100')"
+        code, report, _ = await _doctor(kubeconfig, "-n", NAMESPACE)
+        found = _by_check(report, "cluster-queue")[0]["found"]
+        assert said in found and "autowrap redirects" in found
