@@ -115,7 +115,8 @@ class Run:
     namespace: str
     deadlines: Deadlines = field(default_factory=Deadlines)
     say: Callable[[Finding], None] = lambda finding: None
-    created: list[tuple[Kind, str]] = field(default_factory=list)
+    # What to delete: (kind, name, uid), the uid so that only this run's object goes.
+    created: list[tuple[Kind, str, str]] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
 
     def _ok(self, check: str, found: str) -> None:
@@ -163,7 +164,7 @@ class Run:
 
     async def _create(self, kind: Kind, obj: Obj) -> Obj:
         created = await self.api.create(kind, self.namespace, obj, timeout=CALL_TIMEOUT)
-        self.created.append((kind, objects.name_of(obj)))
+        self.created.append((kind, objects.name_of(obj), _uid(created)))
         return created
 
     # --- the stages ------------------------------------------------------------------------------
@@ -182,6 +183,8 @@ class Run:
         self._mutated(label, stored)
         aw_name = adoption.appwrapper_name_of(stored) or name
         aw = await self._appwrapper(label, aw_name)
+        # Deleted with the object by autowrap's controller; by this run too, should that be down.
+        self.created.insert(0, (APPWRAPPERS, aw_name, _uid(aw)))
         workload = await self._workload(label, aw)
         await self._admitted(label, aw, workload)
         released = await self._released(label, aw, pods)
@@ -294,7 +297,8 @@ class Run:
             raise self._stop(f"{label}-released", f"pods {', '.join(misplaced)} were released "
                              f"without Kueue's placement (nodeSelector {wanted})",
                              "report this: autowrap's release copies Kueue's podSetInfos")  # fmt: skip
-        where = f"nodeSelector {wanted[0]}" if wanted and wanted[0] else "no node constraints"
+        selector_text = ", ".join(f"{k}={v}" for k, v in sorted((wanted or [{}])[0].items()))
+        where = f"nodeSelector {selector_text}" if selector_text else "no node constraints"
         self._ok(f"{label}-released", f"{len(got)} pod(s) released with Kueue's placement "
                  f"({where})")  # fmt: skip
         return got
@@ -349,12 +353,20 @@ class Run:
         """Delete what this run created (its AppWrappers follow, as for any deleted object);
         what could not be deleted is returned."""
         left = []
-        for kind, name in reversed(self.created):
+        for kind, name, uid in reversed(self.created):
             try:
-                await self.api.delete(kind, self.namespace, name, timeout=CALL_TIMEOUT)
+                await self.api.delete(
+                    kind, self.namespace, name, timeout=CALL_TIMEOUT, uid=uid or None
+                )
+            except ports.Conflict:
+                continue  # another object of that name now: not this run's
             except ports.ApiFailure as exc:
                 left.append(f"{kind.kind} {self.namespace}/{name}: {exc.message}")
         return left
+
+
+def _uid(obj: Obj) -> str:
+    return str(as_map(obj.get("metadata")).get("uid") or "")
 
 
 def _templates(obj: Obj) -> list[Any]:
