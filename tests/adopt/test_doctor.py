@@ -56,8 +56,10 @@ def _run(argv: list[str]) -> tuple[int, str, str]:
 
 
 @contextlib.asynccontextmanager
-async def installed(pki: ServingPki, tmp_path: Path) -> AsyncIterator[tuple[Cluster, Path]]:
-    async with running_cluster(pki, tmp_path) as cluster:
+async def installed(
+    pki: ServingPki, tmp_path: Path, mode: str = "Adopt"
+) -> AsyncIterator[tuple[Cluster, Path]]:
+    async with running_cluster(pki, tmp_path, mode=mode) as cluster:
         rendered = render("base")
         installation.install(cluster.api, rendered, ca_bundle=pki.ca_bundle,
                              serving_port=cluster.running.port, policy_dir=tmp_path / "policies",
@@ -474,6 +476,21 @@ async def test_smoke_runs_a_job_and_a_pod_to_running_pods_and_cleans_up(
         found = {f["check"]: f["found"] for f in report["findings"] if f["section"] == "smoke"}
         assert "NODE_RANK=0" in found["vcjob-rank-env"] and "NODE_RANK=1" in found["vcjob-rank-env"]
         assert "cloud.example/pool" in found["vcjob-released"]
+        await cluster.settle()
+        assert _smoke_objects(cluster) == []
+
+
+async def test_smoke_in_redirect_mode_follows_the_appwrapper_that_stands_in(
+    webhook_pki: ServingPki, tmp_path: Path
+) -> None:
+    async with installed(webhook_pki, tmp_path, mode="Redirect") as (cluster, kubeconfig):
+        code, report, err = await _doctor(kubeconfig, "--smoke", NAMESPACE)
+        smoke = {f["check"]: f for f in report["findings"] if f["section"] == "smoke"}
+        assert code == cli.EXIT_OK, (list(smoke.values()), err)
+        assert "denied by design" in smoke["vcjob-mutated"]["found"]
+        assert {f["level"] for f in smoke.values()} == {doctor.OK}
+        assert "NODE_RANK=1" in smoke["vcjob-rank-env"]["found"]
+        assert "pod-running" in smoke
         await cluster.settle()
         assert _smoke_objects(cluster) == []
 

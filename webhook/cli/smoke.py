@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import secrets
 import time
 from collections.abc import Callable, Mapping
@@ -34,6 +35,8 @@ from webhook.shell.kube import APPWRAPPERS, PODS, VOLCANO_JOBS, WORKLOADS, Api, 
 Obj = Mapping[str, Any]
 
 CALL_TIMEOUT = 15.0
+# Redirect mode's denial (webhook/admission.py, _redirect_message).
+REDIRECTED = re.compile(r"was wrapped into AppWrapper [^/\s]+/([^\s;(]+)")
 RANK_ENV = ("NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "NNODES", "WORLD_SIZE")
 T = TypeVar("T")
 
@@ -173,17 +176,26 @@ class Run:
         """Submit ``obj`` and follow it to its running pods; raises :class:`StageFailed`."""
         name = objects.name_of(obj)
         try:
-            stored = await self._create(kind, obj)
+            stored: Obj | None = await self._create(kind, obj)
         except ports.ApiFailure as exc:
-            raise self._stop(f"{label}-mutated", f"{label} {self.namespace}/{name}: the create "
-                             f"was refused: {exc.message}",
-                             "read the message: it names the field or the missing piece "
-                             "(a redirect-mode policy denies by design: use an Adopt namespace "
-                             "for the smoke test)") from None  # fmt: skip
-        self._mutated(label, stored)
-        aw_name = adoption.appwrapper_name_of(stored) or name
+            redirected = REDIRECTED.search(exc.message)
+            if redirected is None:
+                raise self._stop(f"{label}-mutated", f"{label} {self.namespace}/{name}: the "
+                                 f"create was refused: {exc.message}",
+                                 "read the message: it names the field or the missing "
+                                 "piece") from None  # fmt: skip
+            stored = None
+            self.created.append((APPWRAPPERS, redirected.group(1), ""))
+            self._ok(f"{label}-mutated", f"{label}: redirect mode (the namespace's policy, or "
+                     "its ClusterQueue): the create was denied by design and AppWrapper "
+                     f"{redirected.group(1)} stands in its place")  # fmt: skip
+        if stored is not None:
+            self._mutated(label, stored)
+        aw_name = (adoption.appwrapper_name_of(stored) if stored else "") or name
         aw = await self._appwrapper(label, aw_name)
-        # Deleted with the object by autowrap's controller; by this run too, should that be down.
+        # Adopt: deleted with the object by autowrap's controller, and by this run too, should
+        # that be down. Redirect: the only thing this run made; now known by its uid.
+        self.created = [c for c in self.created if c[:2] != (APPWRAPPERS, aw_name)]
         self.created.insert(0, (APPWRAPPERS, aw_name, _uid(aw)))
         workload = await self._workload(label, aw)
         await self._admitted(label, aw, workload)
