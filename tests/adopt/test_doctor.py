@@ -443,6 +443,28 @@ async def test_policies_against_namespaces_and_queues(
         assert not _by_check(report, "wrap-always-label")
 
 
+async def test_what_cannot_be_read_is_said_not_assumed(
+    webhook_pki: ServingPki, tmp_path: Path
+) -> None:
+    async with installed(webhook_pki, tmp_path) as (cluster, kubeconfig):
+        forbidden = 'configmaps "kueue-manager-config" is forbidden: User "bob" cannot get'
+        cluster.api.inject("GET", "/namespaces/kueue-system/configmaps/", 403, times=None,
+                           message=forbidden, reason="Forbidden")  # fmt: skip
+        cluster.api.inject("POST", "/subjectaccessreviews", 403, times=None,
+                           message="cannot create subjectaccessreviews", reason="Forbidden")  # fmt: skip
+        code, report, _ = await _doctor(kubeconfig)
+        assert code == cli.EXIT_OK, [f for f in report["findings"] if f["level"] == doctor.FAIL]
+        for check in ("kueue-appwrapper-integration", "rbac"):
+            found = _by_check(report, check)[0]
+            assert found["level"] == doctor.WARN and "could not be read (HTTP 403" in found["found"]
+            assert "credentials that may read" in found["fix"]
+        # On by default in this version, but the configuration that could switch it off is
+        # unread: said, not assumed.
+        gate = _by_check(report, "kueue-admission-gated-by")[0]
+        assert gate["level"] == doctor.WARN and "cannot be read" in gate["found"]
+        assert "kueue_config" in report["cluster"]["unreadable"]
+
+
 async def test_an_unreachable_cluster_exits_2(tmp_path: Path) -> None:
     from testbed.cluster.common import write_kubeconfig
 

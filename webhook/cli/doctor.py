@@ -205,6 +205,14 @@ def _fix_read(what: str) -> str:
     return f"run doctor with credentials that may read {what} (a cluster-admin kubeconfig)"
 
 
+def _unreadable(
+    facts: Facts, section: str, check: str, key: str, what: str, rights: str
+) -> Finding | None:
+    """The warning for a fact that could not be read (refused, or no answer), or None."""
+    problem = _unread(facts, key, what)
+    return Finding(section, check, WARN, problem, _fix_read(rights)) if problem else None
+
+
 # --- prerequisites -------------------------------------------------------------------------------
 
 
@@ -249,10 +257,15 @@ def kueue_api(facts: Facts) -> Finding:
 
 def kueue_version(facts: Facts) -> tuple[Finding, Version | None]:
     check = "kueue-version"
-    problem = _unread(facts, "kueue_deployment", f"Deployment {KUEUE_NAMESPACE}/{KUEUE_DEPLOYMENT}")
-    if problem:
-        return Finding("prerequisites", check, WARN, problem,
-                       _fix_read(f"Deployments in {KUEUE_NAMESPACE}")), None  # fmt: skip
+    if cannot := _unreadable(
+        facts,
+        "prerequisites",
+        check,
+        "kueue_deployment",
+        f"Deployment {KUEUE_NAMESPACE}/{KUEUE_DEPLOYMENT}",
+        f"Deployments in {KUEUE_NAMESPACE}",
+    ):
+        return cannot, None
     if facts.kueue_deployment is None:
         return Finding("prerequisites", check, WARN,
                        f"no Deployment {KUEUE_NAMESPACE}/{KUEUE_DEPLOYMENT}: Kueue's version is "
@@ -275,10 +288,9 @@ def kueue_version(facts: Facts) -> tuple[Finding, Version | None]:
 def kueue_integration(facts: Facts) -> Finding:
     check = "kueue-appwrapper-integration"
     where = f"ConfigMap {KUEUE_NAMESPACE}/{KUEUE_CONFIGMAP}"
-    problem = _unread(facts, "kueue_config", where)
-    if problem:
-        return Finding("prerequisites", check, WARN, problem,
-                       _fix_read(f"ConfigMaps in {KUEUE_NAMESPACE}"))  # fmt: skip
+    rights = f"ConfigMaps in {KUEUE_NAMESPACE}"
+    if cannot := _unreadable(facts, "prerequisites", check, "kueue_config", where, rights):
+        return cannot
     if facts.kueue_config is None:
         return Finding("prerequisites", check, WARN,
                        f"no {where}: whether Kueue manages AppWrappers cannot be read",
@@ -348,6 +360,14 @@ def admission_gated_by(facts: Facts, version: Version | None) -> Finding:
                        f"{ADMISSION_GATED_BY} is not set explicitly and Kueue's version is "
                        f"unknown: on by default only from {shown(MIN_KUEUE)}",
                        f"make sure Kueue is {shown(MIN_KUEUE)} or later, or set the gate")  # fmt: skip
+    unseen = [f"{what} ({facts.unreadable[key]})" for key, what in
+              (("kueue_config", KUEUE_CONFIGMAP), ("kueue_deployment", KUEUE_DEPLOYMENT))
+              if key in facts.unreadable]  # fmt: skip
+    if unseen and version >= MIN_KUEUE:
+        return Finding("prerequisites", check, WARN,
+                       f"{ADMISSION_GATED_BY} is on by default in Kueue {shown(version)}, but "
+                       f"whether it is switched off cannot be read: {'; '.join(unseen)}",
+                       _fix_read(f"ConfigMaps and Deployments in {KUEUE_NAMESPACE}"))  # fmt: skip
     if version >= MIN_KUEUE:
         return Finding("prerequisites", check, OK,
                        f"{ADMISSION_GATED_BY} is on by default in Kueue {shown(version)}")  # fmt: skip
@@ -376,10 +396,9 @@ def appwrapper_crd(facts: Facts) -> Finding:
 def appwrapper_controller(facts: Facts) -> Finding:
     check = "appwrapper-controller"
     where = f"Deployment {APPWRAPPER_NAMESPACE}/{APPWRAPPER_DEPLOYMENT}"
-    problem = _unread(facts, "appwrapper_deployment", where)
-    if problem:
-        return Finding("prerequisites", check, WARN, problem,
-                       _fix_read(f"Deployments in {APPWRAPPER_NAMESPACE}"))  # fmt: skip
+    rights = f"Deployments in {APPWRAPPER_NAMESPACE}"
+    if cannot := _unreadable(facts, "prerequisites", check, "appwrapper_deployment", where, rights):
+        return cannot
     if facts.appwrapper_deployment is None:
         return Finding("prerequisites", check, WARN,
                        f"no {where}: autowrap's manifests bind the Volcano Job ClusterRole and "
@@ -407,10 +426,15 @@ def appwrapper_controller(facts: Facts) -> Finding:
 def appwrapper_settings(facts: Facts) -> list[Finding]:
     check = "appwrapper-settings"
     where = f"ConfigMap {APPWRAPPER_NAMESPACE}/{APPWRAPPER_CONFIGMAP}"
-    problem = _unread(facts, "appwrapper_config", where)
-    if problem:
-        return [Finding("prerequisites", check, WARN, problem,
-                        _fix_read(f"ConfigMaps in {APPWRAPPER_NAMESPACE}"))]  # fmt: skip
+    if cannot := _unreadable(
+        facts,
+        "prerequisites",
+        check,
+        "appwrapper_config",
+        where,
+        f"ConfigMaps in {APPWRAPPER_NAMESPACE}",
+    ):
+        return [cannot]
     component_create = _component_create_granted(facts)
     if facts.appwrapper_config is None:
         settings: dict[str, Any] = {}
@@ -486,10 +510,10 @@ def volcano(facts: Facts) -> list[Finding]:
                            "" if scheduling else "install Volcano's PodGroup CRD (its scheduler "
                            "needs it)"))  # fmt: skip
     missing = [n for n, hook in facts.volcano_webhooks.items() if hook is None]
-    unread = _unread(facts, "volcano_webhooks", "Volcano's webhook configurations")
-    if unread:
-        out.append(Finding("prerequisites", "volcano-webhooks", WARN, unread,
-                           _fix_read("webhook configurations")))  # fmt: skip
+    cannot = _unreadable(facts, "prerequisites", "volcano-webhooks", "volcano_webhooks",
+                         "Volcano's webhook configurations", "webhook configurations")  # fmt: skip
+    if cannot:
+        out.append(cannot)
     elif missing:
         out.append(Finding("prerequisites", "volcano-webhooks", WARN,
                            f"missing: {', '.join(missing)}: Volcano's defaults and checks are not "
@@ -569,10 +593,10 @@ def webhook_configurations(facts: Facts) -> list[Finding]:
     out = []
     for name, configuration, expected in ((MUTATING, facts.mutating, MUTATING_WEBHOOKS),
                                           (VALIDATING, facts.validating, VALIDATING_WEBHOOKS)):  # fmt: skip
-        unread = _unread(facts, name, name)
-        if unread:
-            out.append(Finding("autowrap", "webhook-configurations", WARN, unread,
-                               _fix_read("webhook configurations")))  # fmt: skip
+        cannot = _unreadable(facts, "autowrap", "webhook-configurations", name, name,
+                             "webhook configurations")  # fmt: skip
+        if cannot:
+            out.append(cannot)
             continue
         if configuration is None:
             out.append(Finding("autowrap", "webhook-configurations", FAIL,
@@ -604,10 +628,15 @@ def webhook_configurations(facts: Facts) -> list[Finding]:
 
 
 def admission_policies(facts: Facts) -> list[Finding]:
-    unread = _unread(facts, "admission_policies", "ValidatingAdmissionPolicies")
-    if unread:
-        return [Finding("autowrap", "admission-policies", WARN, unread,
-                        _fix_read("ValidatingAdmissionPolicies and their bindings"))]  # fmt: skip
+    if cannot := _unreadable(
+        facts,
+        "autowrap",
+        "admission-policies",
+        "admission_policies",
+        "ValidatingAdmissionPolicies",
+        "ValidatingAdmissionPolicies and their bindings",
+    ):
+        return [cannot]
     bound = {str(as_map(b.get("spec")).get("policyName")): b for b in facts.policy_bindings}
     missing = [n for n in ADMISSION_POLICIES if facts.admission_policies.get(n) is None]
     unbound = [n for n in ADMISSION_POLICIES if n not in missing and n not in bound]
@@ -832,10 +861,10 @@ def access(facts: Facts, needed: Iterable[tuple[str, str, str, str]]) -> list[Fi
     """autowrap's ServiceAccount against every call the code makes, and against what it must
     never be able to do (SubjectAccessReviews: ``facts.access``)."""
     account = f"system:serviceaccount:{facts.install_namespace}:{names.SERVICE_NAME}"
-    unread = _unread(facts, "access", "SubjectAccessReviews")
-    if unread:
-        return [Finding("autowrap", "rbac", WARN, unread,
-                        _fix_read("(create) SubjectAccessReviews"))]  # fmt: skip
+    if cannot := _unreadable(
+        facts, "autowrap", "rbac", "access", "SubjectAccessReviews", "(create) SubjectAccessReviews"
+    ):
+        return [cannot]
     missing, optional_missing = [], []
     rbac_check_off = _user_rbac_check_off(facts)
     for group, resource, verb, ns in needed:

@@ -647,6 +647,9 @@ def cmd_doctor(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO
 
     try:
         findings, facts = asyncio.run(run())
+    except KeyboardInterrupt:  # the smoke run deleted what it created on the way out
+        say(err, "error", "interrupted; whatever the smoke run created was deleted")
+        return EXIT_REJECTED
     except (diagnose.Unreachable, kube.NoConfiguration) as exc:
         say(err, "error", f"cannot reach the cluster: {exc}")
         return EXIT_UNREACHABLE
