@@ -190,6 +190,14 @@ async def test_kueue_without_the_appwrapper_integration(
             config["integrations"]["frameworks"].append(doctor.APPWRAPPER_FRAMEWORK)
             save()
 
+        # The smoke run stops where that leaves a job: Kueue never makes its Workload.
+        argv = ["doctor", "--kubeconfig", str(kubeconfig), "--smoke", NAMESPACE,
+                "--smoke-deadline", "2"]  # fmt: skip
+        code, text, _ = await asyncio.to_thread(_run, argv)
+        assert code == cli.EXIT_REJECTED
+        assert "ok    vcjob-appwrapper" in text and "fail  vcjob-workload" in text
+        assert "see the kueue-appwrapper-integration check" in text
+
         report = await _broken_then_fixed(
             kubeconfig, "kueue-appwrapper-integration", doctor.FAIL,
             [f'add "{doctor.APPWRAPPER_FRAMEWORK}" to integrations.frameworks',
