@@ -613,3 +613,23 @@ async def test_admission_and_doctor_agree_on_when_to_redirect(
         code, report, _ = await _doctor(kubeconfig, "-n", NAMESPACE)
         found = _by_check(report, "cluster-queue")[0]["found"]
         assert said in found and "autowrap redirects" in found
+
+
+def test_the_rank_env_check_compares_each_pod_with_its_offline_rendering() -> None:
+    from webhook.cli import podview, smoke
+
+    env = [{"name": "MASTER_ADDR", "value": "m-0.m"}, {"name": "MASTER_PORT", "value": "23456"},
+           {"name": "NNODES", "value": "2"}, {"name": "WORLD_SIZE", "value": "2"},
+           {"name": "NODE_RANK", "valueFrom": {"fieldRef": {
+               "fieldPath": "metadata.annotations['autowrap.io/node-rank']"}}}]  # fmt: skip
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "p", "namespace": "ml",
+                        "annotations": {"autowrap.io/node-rank": "1"}},
+           "spec": {"containers": [{"name": "c", "image": "i", "env": env}]}}  # fmt: skip
+    rows = podview.pods(pod, "ml")
+    assert rows[0].node_rank == "1"
+    assert smoke.rank_env_differences(rows, {"p": pod}) == []
+    other = copy.deepcopy(pod)
+    other["metadata"]["annotations"]["autowrap.io/node-rank"] = "0"
+    assert smoke.rank_env_differences(rows, {"p": other}) == ["p NODE_RANK=0 (rendered offline: 1)"]
+    assert smoke.rank_env_differences(rows, {}) == ["p: no such pod"]

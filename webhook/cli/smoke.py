@@ -336,21 +336,11 @@ class Run:
         listed = await self.api.list(PODS, self.namespace, timeout=CALL_TIMEOUT)
         live = {objects.name_of(p): p for p in as_list(listed.get("items"))}
         rows = podview.pods(stored or {}, self.namespace)
-        wrong = []
-        for row in rows:
-            pod = live.get(row.pod)
-            if pod is None:
-                wrong.append(f"{row.pod}: no such pod")
-                continue
-            containers = as_list(as_map(pod.get("spec")).get("containers"))
-            env, _ = podview.resolve_env(pod, as_map(containers[0])) if containers else ({}, [])
-            offline = {"NODE_RANK": row.node_rank, "MASTER_ADDR": row.master_addr,
-                       "MASTER_PORT": row.master_port, "NNODES": row.nnodes,
-                       "WORLD_SIZE": row.world_size}  # fmt: skip
-            for key in RANK_ENV:
-                got = env.get(key, podview.NOT_SET) or podview.UNKNOWN
-                if offline[key] != got:
-                    wrong.append(f"{row.pod} {key}={got} (rendered offline: {offline[key]})")
+        if not rows:
+            raise self._stop(f"{label}-rank-env", f"{label} {self.namespace}/{name} is gone, or "
+                             "makes no pods: nothing to compare",
+                             "check whether something else deleted it")  # fmt: skip
+        wrong = rank_env_differences(rows, live)
         if wrong:
             raise self._stop(f"{label}-rank-env", "the pods' rank env differs from `autowrap "
                              f"render --pods`: {'; '.join(wrong)}",
@@ -375,6 +365,28 @@ class Run:
             except ports.ApiFailure as exc:
                 left.append(f"{kind.kind} {self.namespace}/{name}: {exc.message}")
         return left
+
+
+def rank_env_differences(rows: list[podview.PodRow], live: Mapping[str, Obj]) -> list[str]:
+    """Where a running pod's rank env (its first container's, resolved as kubelet does) differs
+    from the row ``autowrap render --pods`` computes for it offline."""
+    wrong = []
+    for row in rows:
+        pod = live.get(row.pod)
+        if pod is None:
+            wrong.append(f"{row.pod}: no such pod")
+            continue
+        containers = as_list(as_map(pod.get("spec")).get("containers"))
+        env, _ = podview.resolve_env(pod, as_map(containers[0])) if containers else ({}, [])
+        offline = {"NODE_RANK": row.node_rank, "MASTER_ADDR": row.master_addr,
+                   "MASTER_PORT": row.master_port, "NNODES": row.nnodes,
+                   "WORLD_SIZE": row.world_size}  # fmt: skip
+        for key in RANK_ENV:
+            got = env.get(key)
+            shown = podview.NOT_SET if got is None else (got or podview.UNKNOWN)
+            if offline[key] != shown:
+                wrong.append(f"{row.pod} {key}={shown} (rendered offline: {offline[key]})")
+    return wrong
 
 
 def _uid(obj: Obj) -> str:
