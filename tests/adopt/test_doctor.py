@@ -633,3 +633,90 @@ def test_the_rank_env_check_compares_each_pod_with_its_offline_rendering() -> No
     other["metadata"]["annotations"]["autowrap.io/node-rank"] = "0"
     assert smoke.rank_env_differences(rows, {"p": other}) == ["p NODE_RANK=0 (rendered offline: 1)"]
     assert smoke.rank_env_differences(rows, {}) == ["p: no such pod"]
+
+
+# --- checks over facts alone (the pure module) ---------------------------------------------------
+
+
+def test_versions_are_read_from_tags_flags_and_server_strings() -> None:
+    assert doctor.parse_version("v1.29.7-gke.1") == (1, 29, 7)
+    assert doctor.parse_version("1.30+") == (1, 30, 0)
+    assert doctor.parse_version("latest") is None
+    kueue = installation.deployment("kueue-system", "kueue-controller-manager",
+                                    "registry:5000/kueue/kueue:v0.18.1@sha256:abc")  # fmt: skip
+    assert doctor.image_version(kueue) == (0, 18, 1)
+    untagged = installation.deployment("kueue-system", "kueue-controller-manager",
+                                       "registry:5000/kueue/kueue@sha256:abc")  # fmt: skip
+    assert doctor.image_version(untagged) is None
+    kueue["spec"]["template"]["spec"]["containers"][0]["args"] = [
+        "--feature-gates=TopologyAwareScheduling=true,AdmissionGatedBy=true"
+    ]
+    facts = doctor.Facts(kueue_deployment=kueue)
+    gate = doctor.admission_gated_by(facts, doctor.image_version(kueue))
+    assert gate.level == doctor.OK and "--feature-gates" in gate.found
+
+
+def test_partition_policy_matters_only_where_a_policy_writes_it() -> None:
+    from webhook.core import policy
+
+    crd_without = {"spec": {"versions": [{"name": "v1alpha1", "schema": {"tasks": {}}}]}}
+    plain = doctor.Facts(volcano_job_crd=crd_without,
+                         policies=policy.PolicySet((policy.BUILTIN,)))  # fmt: skip
+    assert doctor._partition_policy(plain).level == doctor.OK
+    partitioned = policy.build([("p.yaml", """
+apiVersion: autowrap.io/v1alpha1
+kind: Policy
+metadata: {name: racks}
+spec:
+  namespaces: {names: ["*"]}
+  topology: {partitionDefault: {mode: hard, highestTierAllowed: 1}}
+""")])  # fmt: skip
+    wanting = doctor.Facts(volcano_job_crd=crd_without, policies=partitioned)
+    found = doctor._partition_policy(wanting)
+    assert found.level == doctor.FAIL and "racks" in found.found and "1.14" in found.fix
+
+
+def test_an_expired_certificate_fails_and_one_near_expiry_warns(webhook_pki: ServingPki) -> None:
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    cert = x509.load_pem_x509_certificate(webhook_pki.cert_path.read_bytes())
+    der = cert.public_bytes(serialization.Encoding.DER)
+    hook = {"name": "pods.mutate.autowrap.io", "clientConfig": {"caBundle": webhook_pki.ca_bundle}}
+    replica = doctor.Replica("10.0.0.1", 9443, "autowrap-0", certificate=der, readyz=200)
+    after = cert.not_valid_after_utc + datetime.timedelta(minutes=1)
+    facts = doctor.Facts(mutating={"webhooks": [hook]}, replicas=[replica], now=after)
+    levels = {f.check: f.level for f in doctor.ca_bundles(facts)}
+    # Past its end the chain no longer verifies either, as the apiserver would find.
+    assert levels == {"ca-bundle": doctor.FAIL, "certificate-expiry": doctor.FAIL}
+    soon = cert.not_valid_after_utc - datetime.timedelta(days=3)
+    facts = doctor.Facts(mutating={"webhooks": [hook]}, replicas=[replica], now=soon)
+    levels = {f.check: f.level for f in doctor.ca_bundles(facts)}
+    assert levels == {"ca-bundle": doctor.OK, "certificate-expiry": doctor.WARN}
+    # Checked for the Service's name: another install namespace does not match the certificate.
+    elsewhere = doctor.Facts(mutating={"webhooks": [hook]}, replicas=[replica], now=soon,
+                             install_namespace="platform")  # fmt: skip
+    assert doctor.ca_bundles(elsewhere)[0].level == doctor.FAIL
+
+
+def test_cert_manager_is_checked_only_for_its_variant() -> None:
+    plain = doctor.Facts(mutating={"metadata": {"name": doctor.MUTATING}})
+    assert doctor.cert_manager(plain) is None
+    injected = {"metadata": {"name": doctor.MUTATING, "annotations": {
+        doctor.CERT_MANAGER_INJECT: "autowrap-system/autowrap-serving-cert"}}}  # fmt: skip
+    missing = doctor.cert_manager(doctor.Facts(mutating=injected))
+    assert (
+        missing is not None and missing.level == doctor.FAIL and "cert-manager.io" in missing.found
+    )
+    not_ready = doctor.Facts(mutating=injected, groups={"cert-manager.io": ("v1",)},
+                             certificate={"status": {"conditions": [
+                                 {"type": "Ready", "status": "False"}]}})  # fmt: skip
+    found = doctor.cert_manager(not_ready)
+    assert found is not None and found.level == doctor.FAIL and "not Ready" in found.found
+    ready = doctor.Facts(mutating=injected, groups={"cert-manager.io": ("v1",)},
+                         certificate={"status": {"conditions": [
+                             {"type": "Ready", "status": "True"}]}})  # fmt: skip
+    found = doctor.cert_manager(ready)
+    assert found is not None and found.level == doctor.OK
