@@ -25,10 +25,12 @@ import pytest
 import yaml
 
 from testbed import installation
+from testbed.cluster.cluster import ADMIN
 from testbed.cluster.resources import (
     APPWRAPPERS,
     CLUSTERQUEUES,
     CONFIGMAPS,
+    KUEUE,
     LEASES,
     LOCALQUEUES,
     NAMESPACES,
@@ -43,7 +45,7 @@ from tests.deploy.test_manifests import render
 from webhook import app
 from webhook.cli import doctor
 from webhook.cli import main as cli
-from webhook.shell import certs
+from webhook.shell import certs, kube
 
 TEAM_A = "team-a"
 
@@ -104,7 +106,7 @@ needs_kubectl = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kube
 async def test_a_healthy_install_passes_every_check(
     webhook_pki: ServingPki, tmp_path: Path
 ) -> None:
-    async with installed(webhook_pki, tmp_path) as (_, kubeconfig):
+    async with installed(webhook_pki, tmp_path) as (cluster, kubeconfig):
         code, report, err = await _doctor(kubeconfig)
         # The testbed runs one replica, and the test PKI issues week-long certificates: both
         # are warned about, as on a real cluster.
@@ -120,6 +122,12 @@ async def test_a_healthy_install_passes_every_check(
                 "admission-policies", "ca-bundle", "certificate-expiry", "endpoints", "readyz",
                 "lease", "rbac", "rbac-excess", "cluster-queue", "policy-set"} <= checks  # fmt: skip
         assert any("-> ClusterQueue cq" in f["found"] for f in _by_check(report, "cluster-queue"))
+        # Read-only: its calls are all listed, and its only writes are SubjectAccessReviews.
+        made = _calls_of(cluster, ADMIN.username)
+        assert made and made <= set(kube.DOCTOR_CALLS), made - set(kube.DOCTOR_CALLS)
+        assert {c for c in made if c[2] not in ("get", "list")} == {
+            ("authorization.k8s.io", "subjectaccessreviews", "create")
+        }
         code, text, _ = await asyncio.to_thread(_run, ["doctor", "--kubeconfig", str(kubeconfig)])
         assert code == cli.EXIT_OK
         assert "ok    lease: Lease autowrap-system/autowrap-controller: held by" in text
@@ -484,6 +492,27 @@ async def test_an_unreachable_cluster_exits_2(tmp_path: Path) -> None:
 # --- the smoke run -------------------------------------------------------------------------------
 
 
+def _calls_of(cluster: Cluster, user: str) -> set[tuple[str, str, str]]:
+    """(group, resource, verb) of every resource request ``user`` made."""
+    made = set()
+    for request in cluster.api.requests:
+        parts = [p for p in request.path.split("/") if p]
+        if request.user != user or len(parts) < 3 or parts[0] not in ("api", "apis"):
+            continue
+        group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
+        if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) != 2:
+            rest = rest[2:]
+        if not rest:
+            continue
+        named = len(rest) > 1
+        verb = {"POST": "create", "DELETE": "delete", "PUT": "update", "PATCH": "patch"}.get(
+            request.method,
+            "get" if named else "watch" if request.query.get("watch") == "true" else "list",
+        )
+        made.add((group, rest[0], verb))
+    return made
+
+
 def _smoke_objects(cluster: Cluster) -> list[str]:
     left = []
     for res in (VCJOBS, PODS, APPWRAPPERS):
@@ -503,6 +532,12 @@ async def test_smoke_runs_a_job_and_a_pod_to_running_pods_and_cleans_up(
         assert stages == [(f"{kind}-{stage}", doctor.OK) for kind in ("vcjob", "pod")
                           for stage in ("mutated", "appwrapper", "workload", "admitted",
                                         "released", "running", "rank-env")]  # fmt: skip
+        # Every call doctor made (as the kubeconfig's user) is one it lists.
+        made = _calls_of(cluster, ADMIN.username)
+        listed = set(kube.DOCTOR_CALLS) | set(kube.SMOKE_CALLS)
+        assert made - listed == set()
+        assert {("", "pods", "watch"), (KUEUE, "workloads", "watch"),
+                ("batch.volcano.sh", "jobs", "delete")} <= made  # fmt: skip
         found = {f["check"]: f["found"] for f in report["findings"] if f["section"] == "smoke"}
         assert "NODE_RANK=0" in found["vcjob-rank-env"] and "NODE_RANK=1" in found["vcjob-rank-env"]
         assert "cloud.example/pool" in found["vcjob-released"]
