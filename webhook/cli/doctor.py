@@ -32,7 +32,8 @@ Obj = Mapping[str, Any]
 OK, WARN, FAIL = "ok", "warn", "fail"
 LEVELS = (OK, WARN, FAIL)
 
-# What the manifests in deploy/ install (tests/deploy holds these equal to the rendering).
+# What the manifests in deploy/ install (tests/adopt/test_doctor.py holds these equal to the
+# rendered release).
 MUTATING = "autowrap-mutating"
 VALIDATING = "autowrap-validating"
 MUTATING_WEBHOOKS = (
@@ -56,9 +57,11 @@ WRAP_WEBHOOKS = ("vcjobs.adopt.autowrap.io", "vcjobs.adopt-always.autowrap.io",
 CERT_MANAGER_INJECT = "cert-manager.io/inject-ca-from"
 CERT_EXPIRY_WARN_DAYS = 14
 
-# Upstream names (verified against their sources; see docs/doctor.md).
+# Upstream names. Kueue's release is config/default (namespace kueue-system, namePrefix kueue-)
+# over config/components/manager/kustomization.yaml, whose configMapGenerator makes
+# manager-config from controller_manager_config.yaml.
 KUEUE_NAMESPACE = "kueue-system"
-KUEUE_CONFIGMAP = "kueue-manager-config"  # kueue config/components/manager/kustomization.yaml
+KUEUE_CONFIGMAP = "kueue-manager-config"
 KUEUE_CONFIG_KEY = "controller_manager_config.yaml"
 KUEUE_DEPLOYMENT = "kueue-controller-manager"
 # apis/config/v1beta1/configuration_types.go Integrations.Frameworks; the default when the list
@@ -66,8 +69,10 @@ KUEUE_DEPLOYMENT = "kueue-controller-manager"
 APPWRAPPER_FRAMEWORK = "workload.codeflare.dev/appwrapper"
 ADMISSION_GATED_BY = "AdmissionGatedBy"  # pkg/features/kube_features.go: beta (on) from v0.19
 APPWRAPPER_NAMESPACE = "appwrapper-system"
-APPWRAPPER_CONFIGMAP = "appwrapper-operator-config"  # key config.yaml, section appwrapper
+# shared/reference/appwrapper.md §4: key config.yaml, section appwrapper.
+APPWRAPPER_CONFIGMAP = "appwrapper-operator-config"
 APPWRAPPER_DEPLOYMENT = "appwrapper-controller-manager"
+# volcano installer/helm/chart/volcano/templates/webhooks.yaml (volcano.md §2).
 VOLCANO_WEBHOOKS = ("volcano-admission-service-jobs-mutate",
                     "volcano-admission-service-jobs-validate")  # fmt: skip
 
@@ -119,6 +124,7 @@ class Facts:
     read is named in ``unreadable`` (key: the fact, value: why)."""
 
     install_namespace: str = names.SERVICE_NAMESPACE
+    # When they were read (the Lease's age and the certificate's validity are judged at it).
     now: datetime.datetime = datetime.datetime(2000, 1, 1, tzinfo=datetime.UTC)
     version: Obj | None = None
     groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -219,9 +225,9 @@ def _unreadable(
 def kubernetes_version(facts: Facts) -> Finding:
     check = "kubernetes-version"
     info = as_map(facts.version)
-    text = str(info.get("gitVersion") or f"{info.get('major', '')}.{info.get('minor', '')}")
-    found = parse_version(f"{info.get('major', '')}.{str(info.get('minor', '')).rstrip('+')}")
-    found = parse_version(text) or found
+    numbers = f"{info.get('major', '')}.{str(info.get('minor', '')).rstrip('+')}"
+    text = str(info.get("gitVersion") or numbers)
+    found = parse_version(text) or parse_version(numbers)
     if found is None:
         return Finding("prerequisites", check, WARN, f"the server's version is unreadable ({text!r})",
                        "check `kubectl version`")  # fmt: skip
@@ -566,6 +572,10 @@ def cert_manager(facts: Facts) -> Finding | None:
                        "the cluster serves no cert-manager.io API",
                        "install cert-manager with its CA injector, or install the self-managed "
                        "variant")  # fmt: skip
+    what = f"Certificate {source}"
+    if cannot := _unreadable(facts, "prerequisites", "cert-manager", "certificate", what,
+                             "cert-manager Certificates"):  # fmt: skip
+        return cannot
     if facts.certificate is None:
         return Finding("prerequisites", "cert-manager", FAIL,
                        f"no Certificate {source}",
@@ -576,7 +586,7 @@ def cert_manager(facts: Facts) -> Finding | None:
     if not ready:
         return Finding("prerequisites", "cert-manager", FAIL,
                        f"Certificate {source} is not Ready",
-                       f"kubectl -n {facts.install_namespace} describe certificate "
+                       f"kubectl -n {source.split('/')[0]} describe certificate "
                        f"{source.split('/')[-1]}")  # fmt: skip
     return Finding("prerequisites", "cert-manager", OK, f"Certificate {source} is Ready")
 
@@ -766,12 +776,17 @@ def ca_bundles(facts: Facts) -> list[Finding]:
 
 def endpoints(facts: Facts) -> list[Finding]:
     ns = facts.install_namespace
+    service = f"Service {ns}/{names.SERVICE_NAME}"
+    if cannot := _unreadable(facts, "autowrap", "service", "service", service,
+                             f"Services in {ns}"):  # fmt: skip
+        return [cannot]
     if facts.service is None:
-        return [Finding("autowrap", "service", FAIL,
-                        _unread(facts, "service", f"Service {ns}/{names.SERVICE_NAME}")
-                        or f"no Service {ns}/{names.SERVICE_NAME}: the webhooks call nothing",
+        return [Finding("autowrap", "service", FAIL, f"no {service}: the webhooks call nothing",
                         "apply the release file again")]  # fmt: skip
-    ready = [r for r in facts.replicas]
+    if cannot := _unreadable(facts, "autowrap", "endpoints", "endpoints",
+                             f"the EndpointSlices of {service}", f"EndpointSlices in {ns}"):  # fmt: skip
+        return [cannot]
+    ready = list(facts.replicas)
     out = []
     if not ready:
         out.append(Finding("autowrap", "endpoints", FAIL,
@@ -810,10 +825,13 @@ def _rfc3339(text: str) -> datetime.datetime | None:
 
 def lease(facts: Facts) -> Finding:
     where = f"Lease {facts.install_namespace}/{names.CONTROLLER_LEASE}"
+    if cannot := _unreadable(facts, "autowrap", "lease", "lease", where,
+                             f"Leases in {facts.install_namespace}"):  # fmt: skip
+        return cannot
     if facts.lease is None:
         return Finding("autowrap", "lease", FAIL,
-                       _unread(facts, "lease", where) or f"no {where}: no controller replica "
-                       "ever led, so nothing is adopted and no gated pod is released",
+                       f"no {where}: no controller replica ever led, so nothing is adopted and "
+                       "no gated pod is released",
                        f"kubectl -n {facts.install_namespace} logs deployment/{names.SERVICE_NAME}")  # fmt: skip
     spec = as_map(facts.lease.get("spec"))
     holder = str(spec.get("holderIdentity") or "")
@@ -961,6 +979,10 @@ def policies(facts: Facts) -> list[Finding]:
     out = [Finding("policies", "policy-set", OK,
                    f"{len(facts.policies.policies)} policies: "
                    + ", ".join(p.name for p in facts.policies.policies))]  # fmt: skip
+    for key, what in (("namespaces", "Namespaces"), ("local_queues", "LocalQueues")):
+        if cannot := _unreadable(facts, "policies", key.replace("_", "-"), key, what, what):
+            out.append(cannot)
+    queues_known = "local_queues" not in facts.unreadable
     selectors = _wrap_selectors(facts.mutating)
     on_purpose = _left_out_by_name(selectors)
     queues_by_ns: dict[str, dict[str, Obj]] = {}
@@ -977,19 +999,22 @@ def policies(facts: Facts) -> list[Finding]:
         always_label = labels.get(names.WRAP_LABEL) == "Always"
         if match is None:
             if always_label and reached:
-                out.append(Finding("policies", "namespace", WARN,
+                out.append(Finding("policies", "wrap-always-label", WARN,
                                    f"{name}: labelled {names.WRAP_LABEL}=Always but no policy "
                                    "covers it: every Volcano Job and Pod created there is sent "
                                    "to autowrap (fail closed) and never wrapped",
                                    "remove the label, or add a policy with wrap: Always for it",
                                    ("kubectl", "label", "namespace", name, f"{names.WRAP_LABEL}-")))  # fmt: skip
             continue
-        out += _covered(facts, name, labels, match, reached, queues_by_ns.get(name, {}))
+        known = queues_by_ns.get(name, {}) if queues_known else None
+        out += _covered(facts, name, labels, match, reached, known)
     return out
 
 
 def _covered(facts: Facts, ns: str, labels: Mapping[str, str], match: Match, reached: bool,
-             local_queues: Mapping[str, Obj]) -> list[Finding]:  # fmt: skip
+             local_queues: Mapping[str, Obj] | None) -> list[Finding]:  # fmt: skip
+    """The findings for one namespace a policy covers; ``local_queues`` None when they could
+    not be read (then nothing is said about queues but that, above)."""
     spec = match.policy.spec
     who = f"{ns} (policy {match.policy.name})"
     out = []
@@ -1017,6 +1042,8 @@ def _covered(facts: Facts, ns: str, labels: Mapping[str, str], match: Match, rea
                            "(fail closed) and let through unwrapped",
                            f"set wrap: Always in policy {match.policy.name}, or remove the label",
                            ("kubectl", "label", "namespace", ns, f"{names.WRAP_LABEL}-")))  # fmt: skip
+    if local_queues is None:
+        return out
     queue = spec.queue.default
     if queue and queue not in local_queues:
         out.append(Finding("policies", "local-queue", FAIL,
