@@ -755,3 +755,26 @@ def test_cert_manager_is_checked_only_for_its_variant() -> None:
                              {"type": "Ready", "status": "True"}]}})  # fmt: skip
     found = doctor.cert_manager(ready)
     assert found is not None and found.level == doctor.OK
+
+
+def test_queues_that_cannot_be_read_are_not_judged_missing() -> None:
+    from webhook.core import policy
+
+    team = policy.build([("t.yaml", """
+apiVersion: autowrap.io/v1alpha1
+kind: Policy
+metadata: {name: team-a}
+spec:
+  namespaces: {names: [team-a]}
+  wrap: Always
+  queue: {default: team-a-queue}
+""")])  # fmt: skip
+    namespace = {"metadata": {"name": "team-a", "labels": {"autowrap.io/wrap": "Always"}}}
+    unread = doctor.Facts(policies=team, namespaces=[namespace],
+                          unreadable={"local_queues": "HTTP 403: forbidden"})  # fmt: skip
+    found = {(f.check, f.level) for f in doctor.policies(unread)}
+    assert ("local-queues", doctor.WARN) in found
+    assert not {c for c, _ in found} & {"local-queue", "cluster-queue"}
+    # Read, and absent: that is a failure.
+    read = doctor.Facts(policies=team, namespaces=[namespace])
+    assert ("local-queue", doctor.FAIL) in {(f.check, f.level) for f in doctor.policies(read)}
