@@ -169,13 +169,17 @@ def install(
     for ns in ("kueue-system", "appwrapper-system", "volcano-system"):
         cluster.add_namespace(ns)
     kinds = {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
-             "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "Service"}  # fmt: skip
+             "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "Service",
+             "Deployment"}  # fmt: skip
     for obj in rendered:
         if obj.get("kind") not in kinds:
             continue
         body = copy.deepcopy(dict(obj))
         for hook in body.get("webhooks") or []:
             hook.setdefault("clientConfig", {})["caBundle"] = ca_bundle
+        if body["kind"] == "Deployment":  # one replica serves in the testbed
+            body["spec"]["replicas"] = 1
+            body["status"] = {"replicas": 1, "readyReplicas": 1}
         put(cluster, body)
     service = next(o for o in rendered if o.get("kind") == "Service")
     ns, name = service["metadata"]["namespace"], service["metadata"]["name"]

@@ -42,7 +42,7 @@ from testbed.cluster.resources import (
 from testbed.pki import ServingPki
 from tests.adopt.cluster import AUTOWRAP, FLAVORS, NAMESPACE, Cluster, running_cluster
 from tests.deploy.test_manifests import render
-from webhook import app
+from webhook import __version__, app
 from webhook.cli import doctor
 from webhook.cli import main as cli
 from webhook.shell import certs, kube
@@ -120,7 +120,12 @@ async def test_a_healthy_install_passes_every_check(
         assert {"kubernetes-version", "kueue-appwrapper-integration", "kueue-admission-gated-by",
                 "appwrapper-settings", "volcano-webhooks", "webhook-configurations",
                 "admission-policies", "ca-bundle", "certificate-expiry", "endpoints", "readyz",
-                "lease", "rbac", "rbac-excess", "cluster-queue", "policy-set"} <= checks  # fmt: skip
+                "lease", "rbac", "rbac-excess", "cluster-queue", "policy-set",
+                "deployment"} <= checks  # fmt: skip
+        running = _by_check(report, "deployment")[0]["found"]
+        assert running.startswith(
+            f"Deployment autowrap-system/autowrap: autowrap {__version__}, 1/1 ready"
+        )
         assert any("-> ClusterQueue cq" in f["found"] for f in _by_check(report, "cluster-queue"))
         # Read-only: its calls are all listed, and its only writes are SubjectAccessReviews.
         made = _calls_of(cluster, ADMIN.username)
@@ -317,6 +322,24 @@ async def test_autowrap_rbac_missing_and_excess(webhook_pki: ServingPki, tmp_pat
                                           ["remove the extra grant"],
                                           lambda: cluster.api.access_rules.remove(extra))  # fmt: skip
         assert "may also update pods" in _by_check(report, "rbac-excess")[0]["found"]
+
+        # Running with --self-managed-certs needs the overlay's Secret and caBundle grants.
+        deployment = cluster.api.store.get(installation.DEPLOYMENTS, "autowrap-system", "autowrap")
+        assert deployment is not None
+        deployment["spec"]["template"]["spec"]["containers"][0]["args"].append(
+            "--self-managed-certs"
+        )
+        installation.put(cluster.api, deployment)
+        report = await _broken_then_fixed(
+            kubeconfig, "rbac", doctor.FAIL, ["apply the release file"],
+            lambda: installation.grant_rbac(cluster.api, render("self-managed"),
+                                            AUTOWRAP.username),
+        )  # fmt: skip
+        missing = _by_check(report, "rbac")[0]["found"]
+        assert "get secrets in autowrap-system" in missing
+        assert "patch mutatingwebhookconfigurations.admissionregistration.k8s.io" in missing
+        running = _by_check(report, "deployment")[0]
+        assert "self-managed certificates" in running["found"]
 
 
 async def test_a_drifted_ca_bundle_and_the_service_endpoints(

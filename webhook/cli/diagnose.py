@@ -40,12 +40,14 @@ def service_account(namespace: str) -> tuple[str, tuple[str, ...]]:
     )
 
 
-def needed_calls(namespace: str) -> list[tuple[str, str, str, str]]:
-    """Every (group, resource, verb, namespace) autowrap's code calls; the Lease only in its
-    own namespace (a Role there), everything else cluster-wide ("")."""
+def needed_calls(namespace: str, *, self_managed: bool) -> list[tuple[str, str, str, str]]:
+    """Every (group, resource, verb, namespace) autowrap's code calls; the Lease and the
+    self-managed certificate's Secret only in its own namespace (a Role there), everything else
+    cluster-wide ("")."""
+    calls = [*kube.RBAC, *(doctor.SELF_MANAGED_CALLS if self_managed else ())]
     return [
-        (g, r, v, namespace if g == "coordination.k8s.io" else "")
-        for g, r, v in dict.fromkeys(kube.RBAC)
+        (g, r, v, namespace if r in ("leases", "secrets") else "")
+        for g, r, v in dict.fromkeys(calls)
     ]
 
 
@@ -102,9 +104,11 @@ async def _replicas(slices: list[Obj], server_name: str) -> list[doctor.Replica]
     ]
 
 
-async def _access(reader: Reader, namespace: str) -> dict[tuple[str, str, str, str], bool]:
+async def _access(
+    reader: Reader, namespace: str, needed: list[tuple[str, str, str, str]]
+) -> dict[tuple[str, str, str, str], bool]:
     user, groups = service_account(namespace)
-    wanted = list(dict.fromkeys([*needed_calls(namespace), *doctor.FORBIDDEN]))
+    wanted = list(dict.fromkeys([*needed, *doctor.FORBIDDEN]))
 
     async def ask(group: str, resource: str, verb: str, ns: str) -> bool:
         attributes = {"group": group, "resource": resource.split("/")[0], "verb": verb}
@@ -112,8 +116,8 @@ async def _access(reader: Reader, namespace: str) -> dict[tuple[str, str, str, s
             attributes["subresource"] = resource.split("/", 1)[1]
         if ns:
             attributes["namespace"] = ns
-        if group == "coordination.k8s.io" and verb in ("get", "update"):
-            attributes["name"] = names.CONTROLLER_LEASE
+        if resource in doctor.NAMED and verb in ("get", "update", "patch"):
+            attributes["name"] = doctor.NAMED[resource]
         return await reader.api.may(user, groups, attributes, timeout=TIMEOUT)
 
     async def all_of() -> dict[tuple[str, str, str, str], bool]:
@@ -174,6 +178,9 @@ async def read(api: Api, *, install_namespace: str, only_namespace: str = "") ->
     if source:
         cert_ns, cert_name = source.split("/", 1)
         certificate = await reader.get("certificate", kube.CERTIFICATES, cert_ns, cert_name)
+    deployment = await reader.get("deployment", kube.DEPLOYMENTS, ns, names.SERVICE_NAME)
+    self_managed = doctor.SELF_MANAGED_FLAG in doctor.container_args(deployment)
+    needed = needed_calls(ns, self_managed=self_managed)
     service = await reader.get("service", kube.SERVICES, ns, names.SERVICE_NAME)
     slices = await reader.items("endpoints", kube.ENDPOINT_SLICES, ns,
                                 labels=f"kubernetes.io/service-name={names.SERVICE_NAME}")  # fmt: skip
@@ -232,7 +239,9 @@ async def read(api: Api, *, install_namespace: str, only_namespace: str = "") ->
         replicas=replicas,
         lease=await reader.get("lease", kube.LEASES, ns, names.CONTROLLER_LEASE),
         certificate=certificate,
-        access=await _access(reader, ns),
+        deployment=deployment,
+        needed=needed,
+        access=await _access(reader, ns, needed),
         policies=policy_set,
         policy_error=policy_error,
         namespaces=namespaces,

@@ -22,6 +22,7 @@ import yaml
 from cryptography import x509
 from cryptography.x509 import verification
 
+from webhook import __version__
 from webhook.core import queues
 from webhook.core.policy import LabelSelector, Match, PolicySet, WrapMode
 from webhook.model import names, objects
@@ -55,6 +56,20 @@ POLICIES_CONFIGMAP = "autowrap-policies"
 WRAP_WEBHOOKS = ("vcjobs.adopt.autowrap.io", "vcjobs.adopt-always.autowrap.io",
                  "pods.adopt.autowrap.io", "pods.adopt-always.autowrap.io")  # fmt: skip
 CERT_MANAGER_INJECT = "cert-manager.io/inject-ca-from"
+SELF_MANAGED_FLAG = "--self-managed-certs"
+SERVING_SECRET = "autowrap-serving-cert"
+# What --self-managed-certs calls, each on one object by name (webhook/shell/kube.py
+# CertificateStore; granted by deploy/overlays/self-managed/rbac.yaml).
+SELF_MANAGED_CALLS = (
+    ("", "secrets", "get"), ("", "secrets", "update"),
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get"),
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch"),
+    ("admissionregistration.k8s.io", "validatingwebhookconfigurations", "get"),
+    ("admissionregistration.k8s.io", "validatingwebhookconfigurations", "patch"),
+)  # fmt: skip
+# The one object a verb on these resources is granted for (RBAC resourceNames).
+NAMED = {"secrets": SERVING_SECRET, "mutatingwebhookconfigurations": MUTATING,
+         "validatingwebhookconfigurations": VALIDATING, "leases": names.CONTROLLER_LEASE}  # fmt: skip
 CERT_EXPIRY_WARN_DAYS = 14
 
 # Upstream names. Kueue's release is config/default (namespace kueue-system, namePrefix kueue-)
@@ -143,6 +158,10 @@ class Facts:
     replicas: Sequence[Replica] = ()
     lease: Obj | None = None
     certificate: Obj | None = None  # cert-manager's Certificate, where the variant uses it
+    deployment: Obj | None = None  # autowrap's own Deployment
+    # Every (group, resource, verb, namespace) autowrap's ServiceAccount needs (diagnose
+    # .needed_calls: the code's calls, and the self-managed certificate's where it runs so).
+    needed: Sequence[tuple[str, str, str, str]] = ()
     # (group, resource, verb, namespace) -> allowed, for autowrap's ServiceAccount.
     access: Mapping[tuple[str, str, str, str], bool] = field(default_factory=dict)
     policies: PolicySet | None = None
@@ -594,6 +613,37 @@ def cert_manager(facts: Facts) -> Finding | None:
 # --- autowrap itself -----------------------------------------------------------------------------
 
 
+def self_managed(facts: Facts) -> bool:
+    return SELF_MANAGED_FLAG in container_args(facts.deployment)
+
+
+def running(facts: Facts) -> Finding:
+    """autowrap's Deployment: which version runs, how many replicas are ready, and whether
+    this command's checks are the ones for that version."""
+    ns = facts.install_namespace
+    where = f"Deployment {ns}/{names.SERVICE_NAME}"
+    if cannot := _unreadable(facts, "autowrap", "deployment", "deployment", where,
+                             f"Deployments in {ns}"):  # fmt: skip
+        return cannot
+    if facts.deployment is None:
+        return Finding("autowrap", "deployment", FAIL, f"no {where}: autowrap is not installed "
+                       f"in {ns}", "install it (docs/install.md), or pass --install-namespace")  # fmt: skip
+    version = image_version(facts.deployment)
+    status = as_map(facts.deployment.get("status"))
+    wanted = int(as_map(facts.deployment.get("spec")).get("replicas") or 1)
+    ready = int(status.get("readyReplicas") or 0)
+    runs = f"autowrap {shown(version)}" if version else "autowrap (image without a version tag)"
+    certificates = (
+        "self-managed certificates" if self_managed(facts) else "certificates from a Secret"
+    )
+    text = f"{where}: {runs}, {ready}/{wanted} ready, {certificates}"
+    if version is not None and shown(version) != __version__:
+        return Finding("autowrap", "deployment", WARN,
+                       f"{text}; this command is autowrap {__version__}, whose checks may not "
+                       "match that release", f"run the doctor of autowrap {shown(version)}")  # fmt: skip
+    return Finding("autowrap", "deployment", OK, text)
+
+
 def _hooks(configuration: Obj | None) -> dict[str, Obj]:
     return {str(as_map(h).get("name")): as_map(h) for h in
             as_list(as_map(configuration).get("webhooks"))}  # fmt: skip
@@ -875,7 +925,7 @@ COMPONENT_CREATE = frozenset({("batch.volcano.sh", "jobs", "create"), ("", "pods
                               ("", "services", "create")})  # fmt: skip
 
 
-def access(facts: Facts, needed: Iterable[tuple[str, str, str, str]]) -> list[Finding]:
+def access(facts: Facts) -> list[Finding]:
     """autowrap's ServiceAccount against every call the code makes, and against what it must
     never be able to do (SubjectAccessReviews: ``facts.access``)."""
     account = f"system:serviceaccount:{facts.install_namespace}:{names.SERVICE_NAME}"
@@ -885,7 +935,7 @@ def access(facts: Facts, needed: Iterable[tuple[str, str, str, str]]) -> list[Fi
         return [cannot]
     missing, optional_missing = [], []
     rbac_check_off = _user_rbac_check_off(facts)
-    for group, resource, verb, ns in needed:
+    for group, resource, verb, ns in facts.needed:
         allowed = facts.access.get((group, resource, verb, ns))
         if allowed is not False:
             continue
@@ -1094,7 +1144,7 @@ def _cluster_queue(facts: Facts, ns: str, name: str, lq: Obj, mode: str) -> Find
 # --- all of it -----------------------------------------------------------------------------------
 
 
-def judge(facts: Facts, needed: Iterable[tuple[str, str, str, str]]) -> list[Finding]:
+def judge(facts: Facts) -> list[Finding]:
     """Every check over what was read, in the order they are printed."""
     kueue_found, version = kueue_version(facts)
     out = [kubernetes_version(facts), kueue_api(facts), kueue_found, kueue_integration(facts),
@@ -1103,12 +1153,13 @@ def judge(facts: Facts, needed: Iterable[tuple[str, str, str, str]]) -> list[Fin
     manager = cert_manager(facts)
     if manager is not None:
         out.append(manager)
+    out.append(running(facts))
     out += webhook_configurations(facts)
     out += admission_policies(facts)
     out += endpoints(facts)
     out += ca_bundles(facts)
     out.append(lease(facts))
-    out += access(facts, needed)
+    out += access(facts)
     out += policies(facts)
     return out
 

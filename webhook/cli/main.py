@@ -614,7 +614,7 @@ def cmd_doctor(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO
         try:
             facts = await diagnose.read(api, install_namespace=args.install_namespace,
                                         only_namespace=args.namespace or "")  # fmt: skip
-            findings = doctor.judge(facts, diagnose.needed_calls(args.install_namespace))
+            findings = doctor.judge(facts)
             if args.smoke:
                 if text:
                     out.write(doctor.render(findings))
