@@ -255,6 +255,9 @@ class FakeCluster:
         # The AppWrapper operator's mutating webhook is installed: every AppWrapper create gets
         # the requester's user and userid labels. False: a cluster where only Kueue's is.
         self.appwrapper_operator_webhook = True
+        # What /version answers (k8s.io/apimachinery pkg/version Info); tests set an older one.
+        self.version: JsonDict = {"major": "1", "minor": "33", "gitVersion": "v1.33.0-fake",
+                                  "platform": "linux/amd64"}  # fmt: skip
         self._runner: web.AppRunner | None = None
         self._streams: set[asyncio.Task[Any]] = set()
         self.store.on_write(self._sync_namespace)
@@ -735,8 +738,7 @@ class FakeCluster:
         path = request.path.rstrip("/")
         parts = [p for p in path.split("/") if p]
         if path == "/version":
-            return _json({"major": "1", "minor": "33", "gitVersion": "v1.33.0-fake",
-                          "platform": "linux/amd64"})  # fmt: skip
+            return _json(self.version)
         if parts == ["api"]:
             return _json({"kind": "APIVersions", "versions": ["v1"],
                           "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0",

@@ -285,6 +285,13 @@ class Store:
             for name in SYSTEM_NAMESPACES:
                 self.create(NAMESPACES, {"metadata": {"name": name}})
 
+    def serve(self, *resources: Resource) -> None:
+        """Serve more resources from now on, empty (a CRD or an API group installed later)."""
+        for res in resources:
+            if res not in self._objects:
+                self.resources += (res,)
+                self._objects[res] = {}
+
     # -- public reads ----------------------------------------------------------------------
 
     @property

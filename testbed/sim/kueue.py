@@ -29,8 +29,10 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import yaml
+
 from testbed.cluster.cluster import FakeCluster
-from testbed.cluster.resources import APPWRAPPERS, LOCALQUEUES, WORKLOADS, Resource
+from testbed.cluster.resources import APPWRAPPERS, CONFIGMAPS, LOCALQUEUES, WORKLOADS, Resource
 from testbed.sim.appwrapper import pod_sets, replicas, value_at_path
 from testbed.sim.objects import (
     JsonDict,
@@ -58,6 +60,7 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 GATED_BY = "kueue.x-k8s.io/admission-gated-by"
 PODSET_LABEL = "kueue.x-k8s.io/podset"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+APPWRAPPER_FRAMEWORK = "workload.codeflare.dev/appwrapper"
 DEFAULT_FLAVORS: dict[str, JsonDict] = {"default-flavor": {}}
 
 
@@ -178,9 +181,26 @@ class Kueue(Simulator):
 
     # -- the reconcile --------------------------------------------------------------------------
 
+    def manages_appwrappers(self) -> bool:
+        """Whether the manager's configuration enables the AppWrapper integration, where the
+        cluster holds one (``kueue-system/kueue-manager-config``, testbed/installation.py):
+        ``integrations.frameworks`` must list it, an empty list meaning batch/job alone
+        (apis/config/v1beta1/defaults.go). Read at every reconcile, as if Kueue were restarted
+        after each edit of the ConfigMap."""
+        if not self.store.served(CONFIGMAPS):
+            return True
+        cm = self.store.get(CONFIGMAPS, "kueue-system", "kueue-manager-config")
+        if cm is None:
+            return True
+        config = yaml.safe_load((cm.get("data") or {}).get("controller_manager_config.yaml") or "")
+        frameworks = ((config or {}).get("integrations") or {}).get("frameworks") or ["batch/job"]
+        return APPWRAPPER_FRAMEWORK in frameworks
+
     async def reconcile(self, key: Key) -> None:
         aw = self.store.get(APPWRAPPERS, *key)
         if aw is None or is_deleting(aw) or not labels_of(aw).get(QUEUE_LABEL):
+            return
+        if not self.manages_appwrappers():
             return
         wl = await self._workload(aw)
         suspended = bool((aw.get("spec") or {}).get("suspend"))

@@ -1,7 +1,7 @@
 """The reads behind ``autowrap status``: with the user's own kubeconfig, never the server's.
 
 Only gets and lists the user can already make with kubectl; nothing here is in ``API_CALLS``
-(the server never reads Workloads), so ``WORKLOADS`` lives here and not in ``kube``.
+(the server never reads Workloads).
 """
 
 from __future__ import annotations
@@ -10,9 +10,8 @@ from typing import Final
 
 from webhook.cli import status
 from webhook.model.names import APPWRAPPER_LABEL
-from webhook.shell.kube import APPWRAPPERS, EVENTS, KUEUE_GROUP, PODS, VOLCANO_JOBS, Api, Kind
+from webhook.shell.kube import APPWRAPPERS, EVENTS, PODS, VOLCANO_JOBS, WORKLOADS, Api, Kind
 
-WORKLOADS: Final = Kind(KUEUE_GROUP, "v1beta1", "workloads", "Workload")
 KINDS: Final = {
     "vcjob": VOLCANO_JOBS,
     "vcjobs": VOLCANO_JOBS,

@@ -655,6 +655,89 @@ def cmd_status(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO
     return EXIT_OK
 
 
+EXIT_UNREACHABLE = 2
+
+
+def cmd_doctor(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
+    """Exit 0 when nothing fails, 1 when a check fails, 2 when the cluster cannot be reached."""
+    import asyncio
+
+    from webhook.cli import diagnose, doctor, smoke
+    from webhook.core import ports
+    from webhook.shell import kube
+
+    quiet_kube_client()
+    check_kubeconfig(args.kubeconfig, required=True)
+    text = args.output == "text"
+
+    def said(finding: doctor.Finding) -> None:
+        if text:
+            out.write(doctor.render([finding]).splitlines()[1] + "\n")
+            out.flush()
+
+    async def run() -> tuple[list[doctor.Finding], doctor.Facts]:
+        api = await kube.Api.connect(args.kubeconfig)
+        try:
+            facts = await diagnose.read(api, install_namespace=args.install_namespace,
+                                        only_namespace=args.namespace or "")  # fmt: skip
+            findings = doctor.judge(facts)
+            if args.smoke:
+                if text:
+                    out.write(doctor.render(findings))
+                    out.write("smoke:\n")
+                default = None
+                if facts.policies is not None:
+                    ns = next((n for n in facts.namespaces if objects.name_of(n) == args.smoke), {})
+                    labels = {**objects.labels_of(ns), "kubernetes.io/metadata.name": args.smoke}
+                    match = facts.policies.match(args.smoke, labels)
+                    default = match.policy.spec.queue.default if match else None
+                queue = smoke.choose_queue(list(facts.local_queues), args.smoke, default)
+                if queue is None:
+                    missing = doctor.Finding(
+                        "smoke", "local-queue", doctor.FAIL,
+                        f"no LocalQueue in namespace {args.smoke}: nothing can be queued there",
+                        f"create a LocalQueue in {args.smoke} pointing at a ClusterQueue with "
+                        "some CPU quota")  # fmt: skip
+                    said(missing)
+                    findings.append(missing)
+                else:
+                    deadlines = smoke.Deadlines()
+                    if args.smoke_deadline:
+                        deadlines = deadlines.capped(args.smoke_deadline)
+                    findings += await smoke.run(
+                        api, args.smoke, queue, deadlines=deadlines, say=said
+                    )
+        finally:
+            await api.close()
+        return findings, facts
+
+    try:
+        findings, facts = asyncio.run(run())
+    except KeyboardInterrupt:  # the smoke run deleted what it created on the way out
+        say(err, "error", "interrupted; whatever the smoke run created was deleted")
+        return EXIT_REJECTED
+    except (diagnose.Unreachable, kube.NoConfiguration) as exc:
+        say(err, "error", f"cannot reach the cluster: {exc}")
+        return EXIT_UNREACHABLE
+    except ports.ApiFailure as exc:
+        say(err, "error", f"{exc.call}: {exc}")
+        return EXIT_UNREACHABLE
+    if args.output == "json":
+        report = {**doctor.report(findings), "cluster": diagnose.summary_of(facts)}
+        out.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
+    elif args.smoke:
+        smoke_findings = [f for f in findings if f.section == "smoke"]
+        counts = doctor.render(findings).splitlines()[-1]
+        failed = [f for f in smoke_findings if f.level != doctor.OK]
+        for f in failed:
+            if f.fix:
+                out.write(f"        fix: {f.fix}\n")
+        out.write(counts + "\n")
+    else:
+        out.write(doctor.render(findings))
+    return EXIT_REJECTED if doctor.worst(findings) == doctor.FAIL else EXIT_OK
+
+
 def cmd_uninstall(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
     import asyncio
 
@@ -957,6 +1040,36 @@ def parser() -> argparse.ArgumentParser:
     follow.add_argument("-o", "--output", choices=("text", "json"), default="text",
                         help="output format (default: text)")  # fmt: skip
     follow.set_defaults(handler=cmd_status)
+
+    check_up = sub.add_parser(
+        "doctor",
+        help="Check a live cluster: prerequisites, autowrap itself, policies; --smoke runs a job.",
+        description="Check what autowrap relies on in a live cluster, each a line ok / warn / "
+        "fail with what was found and the fix: Kubernetes, Kueue (version, AppWrapper "
+        "integration, AdmissionGatedBy), the AppWrapper controller and its settings, Volcano, "
+        "cert-manager; autowrap's webhooks, admission policies, caBundles against the serving "
+        "certificate, endpoints, /readyz, the controller Lease, its ServiceAccount's rights; "
+        "every policy against the namespaces and queues it covers. Read-only unless --smoke. "
+        "Reads with your own kubeconfig. Exit 0 fine, 1 a check failed, 2 the cluster cannot be "
+        "reached. docs/doctor.md describes each check.",
+    )
+    check_up.add_argument("--namespace", "-n", metavar="NS",
+                          help="judge the policies for this namespace only (default: all)")  # fmt: skip
+    check_up.add_argument("--install-namespace", default=names.SERVICE_NAMESPACE, metavar="NS",
+                          help=f"where autowrap is installed (default: {names.SERVICE_NAMESPACE})")  # fmt: skip
+    check_up.add_argument("--smoke", metavar="NAMESPACE",
+                          help="also submit a tiny CPU-only Volcano Job (two pods) and a Pod "
+                          "there, follow them stage by stage to running pods, then delete them "
+                          "(default: off)")  # fmt: skip
+    check_up.add_argument("--smoke-deadline", type=float, metavar="SECONDS",
+                          help="the longest any smoke stage may take (default: 30 s for the "
+                          "AppWrapper and the Workload, 120 s for admission, 60 s for the "
+                          "release, 180 s for the pods to run)")  # fmt: skip
+    check_up.add_argument("--kubeconfig", metavar="PATH",
+                          help="default: $KUBECONFIG, else ~/.kube/config")  # fmt: skip
+    check_up.add_argument("-o", "--output", choices=("text", "json"), default="text",
+                          help="output format (default: text)")  # fmt: skip
+    check_up.set_defaults(handler=cmd_doctor)
 
     remove = sub.add_parser(
         "uninstall",

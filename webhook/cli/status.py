@@ -80,7 +80,7 @@ def workload_of(appwrapper: Obj | None, workloads: Sequence[Obj]) -> Obj | None:
     return None
 
 
-def _workload_report(wl: Obj) -> dict[str, Any]:
+def workload_report(wl: Obj) -> dict[str, Any]:
     spec, status = _map(wl.get("spec")), _map(wl.get("status"))
     admission = _map(status.get("admission"))
     conditions = _conditions(wl)
@@ -170,7 +170,7 @@ def report(fetched: Fetched) -> dict[str, Any]:
         }
         wl = workload_of(aw, fetched.workloads)
         if wl is not None:
-            out["workload"] = _workload_report(wl)
+            out["workload"] = workload_report(wl)
         pods = adoption.pods_of(fetched.pods, objects.name_of(aw))
     else:
         pods = [p for p in fetched.pods if p is obj]

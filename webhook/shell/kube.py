@@ -27,7 +27,7 @@ from urllib.parse import quote, urlencode
 import aiohttp
 import orjson
 
-from webhook.core import kinds, provenance
+from webhook.core import kinds, provenance, queues
 from webhook.core.ports import AlreadyExists, ApiFailure, Conflict, Gone, Identity
 from webhook.model import names, objects
 
@@ -76,6 +76,28 @@ TOKEN_REVIEWS: Final = Kind("authentication.k8s.io", "v1", "tokenreviews", "Toke
                             namespaced=False)  # fmt: skip
 SELF_REVIEWS: Final = Kind("authentication.k8s.io", "v1", "selfsubjectreviews",
                            "SelfSubjectReview", namespaced=False)  # fmt: skip
+
+CONFIGMAPS: Final = Kind("", "v1", "configmaps", "ConfigMap")
+DEPLOYMENTS: Final = Kind("apps", "v1", "deployments", "Deployment")
+ENDPOINT_SLICES: Final = Kind("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice")
+WORKLOADS: Final = Kind(KUEUE_GROUP, "v1beta1", "workloads", "Workload")
+RESOURCE_FLAVORS: Final = Kind(KUEUE_GROUP, "v1beta1", "resourceflavors", "ResourceFlavor",
+                               namespaced=False)  # fmt: skip
+CRDS: Final = Kind("apiextensions.k8s.io", "v1", "customresourcedefinitions",
+                   "CustomResourceDefinition", namespaced=False)  # fmt: skip
+MUTATING_CONFIGURATIONS: Final = Kind("admissionregistration.k8s.io", "v1",
+                                      "mutatingwebhookconfigurations",
+                                      "MutatingWebhookConfiguration", namespaced=False)  # fmt: skip
+VALIDATING_CONFIGURATIONS: Final = Kind("admissionregistration.k8s.io", "v1",
+                                        "validatingwebhookconfigurations",
+                                        "ValidatingWebhookConfiguration", namespaced=False)  # fmt: skip
+ADMISSION_POLICIES: Final = Kind("admissionregistration.k8s.io", "v1",
+                                 "validatingadmissionpolicies", "ValidatingAdmissionPolicy",
+                                 namespaced=False)  # fmt: skip
+ADMISSION_POLICY_BINDINGS: Final = Kind("admissionregistration.k8s.io", "v1",
+                                        "validatingadmissionpolicybindings",
+                                        "ValidatingAdmissionPolicyBinding", namespaced=False)  # fmt: skip
+CERTIFICATES: Final = Kind("cert-manager.io", "v1", "certificates", "Certificate")
 
 # Admission (redirect mode) and the caches behind it.
 API_CALLS: Final = (
@@ -133,6 +155,46 @@ COMPONENT_CREATE: Final = (
 # get /metrics (a SubjectAccessReview, already granted above for redirect mode).
 METRICS_AUTH_CALLS: Final = (("authentication.k8s.io", "tokenreviews", "create"),)
 RBAC: Final = API_CALLS + CONTROLLER_CALLS + COMPONENT_CREATE + METRICS_AUTH_CALLS
+
+# ``autowrap doctor``: the calls it makes with the user's own kubeconfig, never autowrap's
+# ServiceAccount's (so they are not in ``RBAC``, and ``deploy/`` does not grant them). Reads,
+# and SubjectAccessReviews about autowrap's ServiceAccount; with ``--smoke``, the create,
+# watch and delete of one small Volcano Job and one Pod in the namespace given.
+DOCTOR_CALLS: Final = (
+    ("", "namespaces", "list"),
+    ("", "configmaps", "get"),
+    ("", "services", "get"),
+    ("discovery.k8s.io", "endpointslices", "list"),
+    ("apps", "deployments", "get"),
+    ("coordination.k8s.io", "leases", "get"),
+    ("apiextensions.k8s.io", "customresourcedefinitions", "get"),
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get"),
+    ("admissionregistration.k8s.io", "validatingwebhookconfigurations", "get"),
+    ("admissionregistration.k8s.io", "validatingadmissionpolicies", "get"),
+    ("admissionregistration.k8s.io", "validatingadmissionpolicybindings", "list"),
+    ("authorization.k8s.io", "subjectaccessreviews", "create"),
+    (KUEUE_GROUP, "localqueues", "list"),
+    (KUEUE_GROUP, "clusterqueues", "get"),
+    (KUEUE_GROUP, "resourceflavors", "get"),
+    ("cert-manager.io", "certificates", "get"),
+)
+SMOKE_CALLS: Final = (
+    ("batch.volcano.sh", "jobs", "create"),
+    ("batch.volcano.sh", "jobs", "get"),
+    ("batch.volcano.sh", "jobs", "delete"),
+    ("", "pods", "create"),
+    ("", "pods", "get"),
+    ("", "pods", "list"),
+    ("", "pods", "watch"),
+    ("", "pods", "delete"),
+    (names.APPWRAPPER_GROUP, names.APPWRAPPER_PLURAL, "get"),
+    (names.APPWRAPPER_GROUP, names.APPWRAPPER_PLURAL, "list"),
+    (names.APPWRAPPER_GROUP, names.APPWRAPPER_PLURAL, "watch"),
+    (names.APPWRAPPER_GROUP, names.APPWRAPPER_PLURAL, "delete"),
+    (KUEUE_GROUP, "workloads", "list"),
+    (KUEUE_GROUP, "workloads", "watch"),
+    (KUEUE_GROUP, "localqueues", "list"),
+)
 
 # Every write names autowrap as its field manager (metadata.managedFields records it).
 _AS_AUTOWRAP: Final = {"fieldManager": names.FIELD_MANAGER}
@@ -415,6 +477,36 @@ class Api:
         return await self.request(f"patch {kind.plural}", "PATCH", kind.path(namespace, name),
                                   timeout=timeout, query=_AS_AUTOWRAP, body=body,
                                   content_type=content_type)  # fmt: skip
+
+    async def server_version(self, *, timeout: float) -> dict[str, Any]:
+        """kube-apiserver's ``/version`` (major, minor, gitVersion)."""
+        return await self.request("get version", "GET", "/version", timeout=timeout)
+
+    async def served_groups(self, *, timeout: float) -> dict[str, tuple[str, ...]]:
+        """Every API group discovery publishes, with its served versions (preferred first)."""
+        answer = await self.request("discover api groups", "GET", "/apis", timeout=timeout)
+        out: dict[str, tuple[str, ...]] = {}
+        for group in answer.get("groups") or []:
+            preferred = str((group.get("preferredVersion") or {}).get("version") or "")
+            versions = [str(v.get("version")) for v in group.get("versions") or []]
+            ordered = [preferred] if preferred in versions else []
+            out[str(group.get("name"))] = tuple(ordered + [v for v in versions if v != preferred])
+        return out
+
+    async def may(
+        self, user: str, groups: tuple[str, ...], attributes: Mapping[str, str], *, timeout: float
+    ) -> bool:
+        """May ``user`` (in ``groups``) do what ``attributes`` say (verb, group, resource,
+        namespace; a SubjectAccessReview asked with these credentials)?"""
+        body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                "spec": {"user": user, "groups": list(groups),
+                         "resourceAttributes": dict(attributes)}}  # fmt: skip
+        try:
+            result = await self.create(ACCESS_REVIEWS, None, body, timeout=timeout)
+        except ApiFailure as exc:
+            exc.call = "create subjectaccessreview"
+            raise
+        return bool((result.get("status") or {}).get("allowed"))
 
     async def own_identity(self, *, timeout: float) -> provenance.Me:
         """Who these credentials authenticate as: a SelfSubjectReview, asked once."""
@@ -848,23 +940,14 @@ class KubeClient(Api):
             return None
         found = await self._cluster_scoped("cq", "clusterqueues", version, cluster_queue,
                                            timeout=timeout)  # fmt: skip
-        spec = (found or {}).get("spec") or {}
-        checks = [str(c) for c in spec.get("admissionChecks") or []]
-        strategy = (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or []
-        checks += [str(c.get("name")) for c in strategy]
-        if any("multikueue" in c.lower() for c in checks):
-            return f"ClusterQueue {cluster_queue!r} sends work to other clusters (MultiKueue)"
-        for group in spec.get("resourceGroups") or []:
-            for flavor in group.get("flavors") or []:
-                name = str(flavor.get("name") or "")
-                found_flavor = await self._cluster_scoped("rf", "resourceflavors", version, name,
-                                                          timeout=timeout)  # fmt: skip
-                if ((found_flavor or {}).get("spec") or {}).get("topologyName"):
-                    return (
-                        f"ClusterQueue {cluster_queue!r} uses topology-aware scheduling "
-                        f"(ResourceFlavor {name!r})"
-                    )
-        return None
+        if found is None:
+            return None
+        topology: dict[str, bool] = {}
+        for name in queues.flavor_names(found):
+            flavor = await self._cluster_scoped("rf", "resourceflavors", version, name,
+                                                timeout=timeout)  # fmt: skip
+            topology[name] = bool(((flavor or {}).get("spec") or {}).get("topologyName"))
+        return queues.redirect_reason(cluster_queue, found, lambda name: topology.get(name, False))
 
     async def _cluster_scoped(
         self, cache: str, plural: str, version: str, name: str, *, timeout: float

@@ -1,0 +1,255 @@
+"""What an install leaves in a real cluster beyond autowrap's running process, for the fake one.
+
+A real cluster that runs autowrap also holds what ``kubectl apply`` of the release stored (the
+webhook configurations with their caBundle, the ValidatingAdmissionPolicies and their bindings,
+the Service and its EndpointSlice, the policies ConfigMap, the ServiceAccount's RBAC) and what
+the other components installed: Kueue's ``kueue-manager-config`` and Deployment, the AppWrapper
+controller's Deployment and ``appwrapper-operator-config``, Volcano's Job CRD and webhook
+configurations, a ClusterQueue and its ResourceFlavor. ``autowrap doctor`` reads all of them;
+:func:`install` stores them in a :class:`FakeCluster` the way those installs would, and
+:func:`grant_rbac` makes the fake authorizer answer for autowrap's ServiceAccount exactly what
+the rendered ClusterRole and Role grant (RBAC: allowed when a rule allows, denied otherwise;
+k8s.io/kubernetes plugin/pkg/auth/authorizer/rbac/rbac.go RulesAllow), so its
+SubjectAccessReviews say what a real cluster would.
+
+Kueue's manager config is its release's (kueue config/components/manager/
+controller_manager_config.yaml, integrations.frameworks with workload.codeflare.dev/appwrapper);
+the AppWrapper config is its defaults (appwrapper.md §4: userRBACAdmissionCheck true,
+schedulerName empty); the Volcano names are its Helm chart's (volcano.md §2).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from testbed.cluster.cluster import FakeCluster
+from testbed.cluster.resources import (
+    CLUSTERQUEUES,
+    RESOURCEFLAVORS,
+    WEBHOOK_CONFIGURATIONS,
+    Resource,
+    find,
+)
+from testbed.schemas import CRD_DIR
+
+Obj = dict[str, Any]
+ADMISSION = "admissionregistration.k8s.io"
+DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", status_subresource=True,
+                       singular="deployment", short_names=("deploy",))  # fmt: skip
+ENDPOINT_SLICES = Resource("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice",
+                           singular="endpointslice")  # fmt: skip
+CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions",
+                "CustomResourceDefinition", namespaced=False, status_subresource=True,
+                singular="customresourcedefinition", short_names=("crd", "crds"))  # fmt: skip
+ADMISSION_POLICIES = Resource(ADMISSION, "v1", "validatingadmissionpolicies",
+                              "ValidatingAdmissionPolicy", namespaced=False,
+                              status_subresource=True,
+                              singular="validatingadmissionpolicy")  # fmt: skip
+ADMISSION_POLICY_BINDINGS = Resource(ADMISSION, "v1", "validatingadmissionpolicybindings",
+                                     "ValidatingAdmissionPolicyBinding", namespaced=False,
+                                     singular="validatingadmissionpolicybinding")  # fmt: skip
+EXTRA = (DEPLOYMENTS, ENDPOINT_SLICES, CRDS, ADMISSION_POLICIES, ADMISSION_POLICY_BINDINGS)
+
+KUEUE_IMAGE = "registry.k8s.io/kueue/kueue:v0.19.0"
+APPWRAPPER_IMAGE = "quay.io/ibm/appwrapper:v1.2.1"
+KUEUE_CONFIG: Obj = {
+    "apiVersion": "config.kueue.x-k8s.io/v1beta1",
+    "kind": "Configuration",
+    "health": {"healthProbeBindAddress": ":8081"},
+    "webhook": {"port": 9443},
+    "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+    "integrations": {
+        "frameworks": [
+            "batch/job",
+            "kubeflow.org/mpijob",
+            "ray.io/rayjob",
+            "jobset.x-k8s.io/jobset",
+            "kubeflow.org/pytorchjob",
+            "workload.codeflare.dev/appwrapper",
+        ]
+    },  # fmt: skip
+}
+APPWRAPPER_CONFIG: Obj = {"appwrapper": {"userRBACAdmissionCheck": True, "schedulerName": "",
+                                         "defaultQueueName": ""}}  # fmt: skip
+
+
+def deployment(namespace: str, name: str, image: str, *, ready: int = 1) -> Obj:
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"replicas": ready or 1, "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}},
+                              "spec": {"containers": [{"name": "manager", "image": image,
+                                                       "args": ["--zap-log-level=2"]}]}}},
+        "status": {"replicas": ready, "readyReplicas": ready},
+    }  # fmt: skip
+
+
+def config_map(namespace: str, name: str, data: Mapping[str, str]) -> Obj:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace}, "data": dict(data)}  # fmt: skip
+
+
+def kueue_config_map(config: Mapping[str, Any] = KUEUE_CONFIG) -> Obj:
+    return config_map("kueue-system", "kueue-manager-config",
+                      {"controller_manager_config.yaml": yaml.safe_dump(dict(config))})  # fmt: skip
+
+
+def appwrapper_config_map(config: Mapping[str, Any] = APPWRAPPER_CONFIG) -> Obj:
+    return config_map("appwrapper-system", "appwrapper-operator-config",
+                      {"config.yaml": yaml.safe_dump(dict(config))})  # fmt: skip
+
+
+def endpoint_slice(namespace: str, service: str, address: str, port: int, pod: str) -> Obj:
+    """The EndpointSlice the endpointslice controller writes for one ready pod."""
+    return {
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": f"{service}-abcde", "namespace": namespace,
+                     "labels": {"kubernetes.io/service-name": service}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [address], "conditions": {"ready": True},
+                       "targetRef": {"kind": "Pod", "name": pod, "namespace": namespace}}],
+        "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+    }  # fmt: skip
+
+
+def _crd(file: str) -> Obj:
+    loaded: Obj = yaml.safe_load((CRD_DIR / file).read_text())
+    return loaded
+
+
+def _resource_for(cluster: FakeCluster, obj: Mapping[str, Any]) -> Resource:
+    res = find(cluster.store.resources, str(obj.get("apiVersion")), str(obj.get("kind")))
+    if res is None:
+        raise ValueError(f"the fake cluster does not serve {obj.get('kind')}")
+    return res
+
+
+def put(cluster: FakeCluster, obj: Mapping[str, Any]) -> Obj:
+    """Store ``obj`` as ``kubectl apply`` would leave it (created, or replaced)."""
+    res = _resource_for(cluster, obj)
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace") if res.namespaced else None
+    current = cluster.store.get(res, namespace, meta["name"])
+    body = copy.deepcopy(dict(obj))
+    if current is None:
+        stored = cluster.store.create(res, body)
+    else:
+        body["metadata"] = {**current["metadata"], **body.get("metadata", {}),
+                            "resourceVersion": current["metadata"]["resourceVersion"]}  # fmt: skip
+        stored = cluster.store.update(res, body)
+    if res.status_subresource and "status" in obj:  # what the object's controller writes
+        stored = cluster.store.update(res, {**stored, "status": copy.deepcopy(obj["status"])},
+                                      subresource="status")  # fmt: skip
+    return stored
+
+
+def install(
+    cluster: FakeCluster,
+    rendered: Iterable[Mapping[str, Any]],
+    *,
+    ca_bundle: str,
+    serving_port: int,
+    policy_dir: Path,
+    flavors: Mapping[str, Mapping[str, Any]],
+    cluster_queue: str = "cq",
+) -> None:
+    """Store what the release (``rendered``) and the other components' installs leave in a
+    cluster: autowrap's webhook configurations (with ``ca_bundle``), admission policies, Service,
+    its EndpointSlice (the server on 127.0.0.1:``serving_port``), the policies ConfigMap (from
+    ``policy_dir``), Kueue's, the AppWrapper controller's and Volcano's objects, and a
+    ClusterQueue with ``flavors``."""
+    cluster.store.serve(*EXTRA)
+    for ns in ("kueue-system", "appwrapper-system", "volcano-system"):
+        cluster.add_namespace(ns)
+    kinds = {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
+             "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "Service",
+             "Deployment"}  # fmt: skip
+    for obj in rendered:
+        if obj.get("kind") not in kinds:
+            continue
+        body = copy.deepcopy(dict(obj))
+        for hook in body.get("webhooks") or []:
+            hook.setdefault("clientConfig", {})["caBundle"] = ca_bundle
+        if body["kind"] == "Deployment":  # one replica serves in the testbed
+            body["spec"]["replicas"] = 1
+            body["status"] = {"replicas": 1, "readyReplicas": 1}
+        put(cluster, body)
+    service = next(o for o in rendered if o.get("kind") == "Service")
+    ns, name = service["metadata"]["namespace"], service["metadata"]["name"]
+    put(cluster, endpoint_slice(ns, name, "127.0.0.1", serving_port, f"{name}-0"))
+    policies = {p.name: p.read_text() for p in sorted(policy_dir.iterdir())
+                if p.suffix in (".yaml", ".yml")}  # fmt: skip
+    put(cluster, config_map(ns, "autowrap-policies", policies))
+    put(cluster, kueue_config_map())
+    put(cluster, deployment("kueue-system", "kueue-controller-manager", KUEUE_IMAGE))
+    put(cluster, appwrapper_config_map())
+    put(cluster, deployment("appwrapper-system", "appwrapper-controller-manager",
+                            APPWRAPPER_IMAGE))  # fmt: skip
+    put(cluster, _crd("batch.volcano.sh_jobs.yaml"))
+    for hook, res in (("volcano-admission-service-jobs-mutate", WEBHOOK_CONFIGURATIONS[0]),
+                      ("volcano-admission-service-jobs-validate", WEBHOOK_CONFIGURATIONS[1])):  # fmt: skip
+        put(cluster, {"apiVersion": res.api_version, "kind": res.kind,
+                      "metadata": {"name": hook}, "webhooks": []})  # fmt: skip
+    for flavor, spec in flavors.items():
+        put(cluster, {"apiVersion": RESOURCEFLAVORS.api_version, "kind": "ResourceFlavor",
+                      "metadata": {"name": flavor}, "spec": dict(spec)})  # fmt: skip
+    put(cluster, {"apiVersion": CLUSTERQUEUES.api_version, "kind": "ClusterQueue",
+                  "metadata": {"name": cluster_queue},
+                  "spec": {"namespaceSelector": {}, "resourceGroups": [
+                      {"coveredResources": ["cpu", "memory"],
+                       "flavors": [{"name": f, "resources": [
+                           {"name": "cpu", "nominalQuota": "100"},
+                           {"name": "memory", "nominalQuota": "100Gi"}]} for f in flavors]}]}})  # fmt: skip
+
+
+def grant_rbac(cluster: FakeCluster, rendered: Iterable[Mapping[str, Any]], user: str) -> None:
+    """Rules for ``user`` (a ServiceAccount's username) from the rendered ClusterRoles and Roles
+    bound to it, then a deny of everything else for it, as RBAC answers. Applied again, it
+    replaces that user's rules (the release re-applied)."""
+    cluster.access_rules[:] = [r for r in cluster.access_rules if r.user != user]
+    objs = list(rendered)
+    account = user.split(":")  # system:serviceaccount:NS:NAME
+    ns_sa, sa = account[2], account[3]
+
+    def bound(binding: Mapping[str, Any]) -> bool:
+        return any(s.get("kind") == "ServiceAccount" and s.get("name") == sa
+                   and s.get("namespace") == ns_sa for s in binding.get("subjects") or [])  # fmt: skip
+
+    roles = {(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o
+             for o in objs if o.get("kind") in ("ClusterRole", "Role")}  # fmt: skip
+    for binding in objs:
+        if binding.get("kind") not in ("ClusterRoleBinding", "RoleBinding") or not bound(binding):
+            continue
+        ref = binding["roleRef"]
+        scope = binding["metadata"].get("namespace", "") if binding["kind"] == "RoleBinding" else ""
+        role = roles.get((ref["kind"], scope if ref["kind"] == "Role" else "", ref["name"]))
+        for rule in (role or {}).get("rules") or []:
+            for group in rule.get("apiGroups") or [""]:
+                for resource in rule.get("resources") or []:
+                    base, _, sub = resource.partition("/")
+                    for verb in rule.get("verbs") or []:
+                        for name in rule.get("resourceNames") or ["*"]:
+                            cluster.allow(user, verb=verb, group=group, resource=base,
+                                          subresource=sub or "", namespace=scope or "*",
+                                          name=name)  # fmt: skip
+    cluster.deny(user)
+
+
+def revoke(cluster: FakeCluster, user: str, verb: str, group: str, resource: str) -> None:
+    """Take one grant away (a ClusterRole edited by hand)."""
+    cluster.access_rules[:] = [
+        r for r in cluster.access_rules
+        if not (r.user == user and r.allowed and (r.verb, r.group, r.resource) == (verb, group,
+                                                                                 resource))
+    ]  # fmt: skip
+
+
+def ca_bundle_of(pem: bytes) -> str:
+    return base64.b64encode(pem).decode()

@@ -1,0 +1,803 @@
+"""``autowrap doctor`` on the whole adopt-mode testbed cluster, read with a user's kubeconfig.
+
+The cluster holds what a real install leaves (``testbed.installation``): the release's objects,
+Kueue's, the AppWrapper controller's and Volcano's, autowrap's ServiceAccount's RBAC as the
+authorizer answers it. Each prerequisite is broken in turn; doctor must fail that check with a
+fix, the fix is applied (the printed command run where there is one, else the change it
+describes), and doctor must then pass it. The smoke run goes through to running pods and leaves
+nothing behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import io
+import shutil
+import subprocess
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import yaml
+
+from testbed import installation
+from testbed.cluster.cluster import ADMIN
+from testbed.cluster.resources import (
+    APPWRAPPERS,
+    CLUSTERQUEUES,
+    CONFIGMAPS,
+    KUEUE,
+    LEASES,
+    LOCALQUEUES,
+    NAMESPACES,
+    PODS,
+    RESOURCEFLAVORS,
+    VCJOBS,
+    WEBHOOK_CONFIGURATIONS,
+)
+from testbed.pki import ServingPki
+from tests.adopt.cluster import AUTOWRAP, FLAVORS, NAMESPACE, Cluster, running_cluster
+from tests.deploy.test_manifests import render
+from webhook import __version__, app
+from webhook.cli import doctor
+from webhook.cli import main as cli
+from webhook.shell import certs, kube
+
+TEAM_A = "team-a"
+
+
+def _run(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    args = cli.parser().parse_args(argv)
+    code: int = args.handler(args, out, err, io.StringIO())
+    return code, out.getvalue(), err.getvalue()
+
+
+@contextlib.asynccontextmanager
+async def installed(
+    pki: ServingPki, tmp_path: Path, mode: str = "Adopt"
+) -> AsyncIterator[tuple[Cluster, Path]]:
+    async with running_cluster(pki, tmp_path, mode=mode) as cluster:
+        rendered = render("base")
+        installation.install(cluster.api, rendered, ca_bundle=pki.ca_bundle,
+                             serving_port=cluster.running.port, policy_dir=tmp_path / "policies",
+                             flavors={n: {"nodeLabels": f["nodeLabels"]}
+                                      for n, f in FLAVORS.items()})  # fmt: skip
+        installation.grant_rbac(cluster.api, rendered, AUTOWRAP.username)
+        # team-a (the shipped policy: wrap Always, default queue team-a-queue), set up right.
+        cluster.api.add_namespace(TEAM_A, {"autowrap.io/wrap": "Always"})
+        cluster.api.add_local_queue(TEAM_A, "team-a-queue", "cq")
+        await cluster.settle()
+        kubeconfig = cluster.api.write_kubeconfig(tmp_path / "user-kubeconfig")
+        yield cluster, kubeconfig
+
+
+async def _doctor(kubeconfig: Path, *extra: str) -> tuple[int, dict[str, Any], str]:
+    argv = ["doctor", "--kubeconfig", str(kubeconfig), *extra]
+    code, out, err = await asyncio.to_thread(_run, [*argv, "-o", "json"])
+    return code, (orjson.loads(out) if out else {}), err
+
+
+def _by_check(report: dict[str, Any], check: str) -> list[dict[str, Any]]:
+    return [f for f in report["findings"] if f["check"] == check]
+
+
+def _level(report: dict[str, Any], check: str) -> str:
+    found = _by_check(report, check)
+    assert found, f"no finding {check}: {[f['check'] for f in report['findings']]}"
+    return doctor.worst(doctor.Finding("", "", f["level"], "") for f in found)
+
+
+def _kubectl(kubeconfig: Path, command: list[str]) -> None:
+    """Run a fix's command against the fake API, as the operator would."""
+    assert command[0] == "kubectl"
+    done = subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), *command[1:]],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
+needs_kubectl = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not on PATH")
+
+
+async def test_a_healthy_install_passes_every_check(
+    webhook_pki: ServingPki, tmp_path: Path
+) -> None:
+    async with installed(webhook_pki, tmp_path) as (cluster, kubeconfig):
+        code, report, err = await _doctor(kubeconfig)
+        # The testbed runs one replica, and the test PKI issues week-long certificates: both
+        # are warned about, as on a real cluster.
+        expected = {"endpoints", "certificate-expiry"}
+        warned = {f["check"] for f in report["findings"] if f["level"] == doctor.WARN}
+        assert warned == expected, warned
+        failing = [f for f in report["findings"] if f["level"] == doctor.FAIL]
+        assert code == cli.EXIT_OK, "\n".join(str(f) for f in failing) + err
+        assert report["result"] == doctor.WARN, failing
+        checks = {f["check"] for f in report["findings"]}
+        assert {"kubernetes-version", "kueue-appwrapper-integration", "kueue-admission-gated-by",
+                "appwrapper-settings", "volcano-webhooks", "webhook-configurations",
+                "admission-policies", "ca-bundle", "certificate-expiry", "endpoints", "readyz",
+                "lease", "rbac", "rbac-excess", "cluster-queue", "policy-set",
+                "deployment"} <= checks  # fmt: skip
+        running = _by_check(report, "deployment")[0]["found"]
+        assert running.startswith(
+            f"Deployment autowrap-system/autowrap: autowrap {__version__}, 1/1 ready"
+        )
+        assert any("-> ClusterQueue cq" in f["found"] for f in _by_check(report, "cluster-queue"))
+        # Read-only: its calls are all listed, and its only writes are SubjectAccessReviews.
+        made = _calls_of(cluster, ADMIN.username)
+        assert made and made <= set(kube.DOCTOR_CALLS), made - set(kube.DOCTOR_CALLS)
+        assert {c for c in made if c[2] not in ("get", "list")} == {
+            ("authorization.k8s.io", "subjectaccessreviews", "create")
+        }
+        code, text, _ = await asyncio.to_thread(_run, ["doctor", "--kubeconfig", str(kubeconfig)])
+        assert code == cli.EXIT_OK
+        assert "ok    lease: Lease autowrap-system/autowrap-controller: held by" in text
+
+
+def _config(cluster: Cluster, which: str) -> tuple[dict[str, Any], Callable[[], None]]:
+    """Kueue's or the AppWrapper controller's configuration, and a function that stores it."""
+    namespace, name, entry = {
+        "kueue": ("kueue-system", "kueue-manager-config", "controller_manager_config.yaml"),
+        "appwrapper": ("appwrapper-system", "appwrapper-operator-config", "config.yaml"),
+    }[which]
+    cm = cluster.api.store.get(CONFIGMAPS, namespace, name)
+    assert cm is not None
+    config: dict[str, Any] = yaml.safe_load(cm["data"][entry])
+
+    def save() -> None:
+        cm["data"][entry] = yaml.safe_dump(config)
+        installation.put(cluster.api, cm)
+
+    return config, save
+
+
+def _set_kueue_image(cluster: Cluster, tag: str) -> None:
+    found = cluster.api.store.get(installation.DEPLOYMENTS, "kueue-system",
+                                  "kueue-controller-manager")  # fmt: skip
+    assert found is not None
+    found["spec"]["template"]["spec"]["containers"][0]["image"] = (
+        f"registry.k8s.io/kueue/kueue:{tag}"
+    )
+    installation.put(cluster.api, found)
+
+
+async def _broken_then_fixed(
+    kubeconfig: Path,
+    check: str,
+    expect: str,
+    fix_says: list[str],
+    apply_fix: Callable[[], Any],
+    repaired: str = doctor.OK,
+) -> dict[str, Any]:
+    """Doctor fails (or warns on) ``check`` with a fix naming ``fix_says``; after ``apply_fix``
+    the same check is ok. Returns the broken report."""
+    code, report, err = await _doctor(kubeconfig)
+    assert _level(report, check) == expect, _by_check(report, check)
+    bad = [f for f in _by_check(report, check) if f["level"] == expect]
+    fix = " ".join(f.get("fix", "") + " " + " ".join(f.get("command", [])) for f in bad)
+    for words in fix_says:
+        assert words in fix, (words, fix, bad)
+    if expect == doctor.FAIL:
+        assert code == cli.EXIT_REJECTED and report["result"] == doctor.FAIL
+    done = apply_fix()
+    if asyncio.iscoroutine(done):
+        await done
+    code, fixed, err = await _doctor(kubeconfig)
+    assert _level(fixed, check) == repaired, _by_check(fixed, check)
+    return report
+
+
+async def test_kueue_without_the_appwrapper_integration(
+    webhook_pki: ServingPki, tmp_path: Path
+) -> None:
+    async with installed(webhook_pki, tmp_path) as (cluster, kubeconfig):
+        config, save = _config(cluster, "kueue")
+        config["integrations"]["frameworks"].remove(doctor.APPWRAPPER_FRAMEWORK)
+        save()
+
+        def fix() -> None:
+            config["integrations"]["frameworks"].append(doctor.APPWRAPPER_FRAMEWORK)
+            save()
+
+        # The smoke run stops where that leaves a job: Kueue never makes its Workload.
+        argv = ["doctor", "--kubeconfig", str(kubeconfig), "--smoke", NAMESPACE,
+                "--smoke-deadline", "2"]  # fmt: skip
+        code, text, _ = await asyncio.to_thread(_run, argv)
+        assert code == cli.EXIT_REJECTED
+        assert "ok    vcjob-appwrapper" in text and "fail  vcjob-workload" in text
+        assert "see the kueue-appwrapper-integration check" in text
+
+        report = await _broken_then_fixed(
+            kubeconfig, "kueue-appwrapper-integration", doctor.FAIL,
+            [f'add "{doctor.APPWRAPPER_FRAMEWORK}" to integrations.frameworks',
+             "rollout restart deployment/kueue-controller-manager"], fix,
+        )  # fmt: skip
+        assert "waits forever" in _by_check(report, "kueue-appwrapper-integration")[0]["found"]
+
+        # No frameworks at all: Kueue's own default is batch/job alone.
+        del config["integrations"]
+        save()
+        await _broken_then_fixed(
+            kubeconfig, "kueue-appwrapper-integration", doctor.FAIL,
+            [doctor.APPWRAPPER_FRAMEWORK],
+            lambda: (config.update(integrations={"frameworks": [doctor.APPWRAPPER_FRAMEWORK]}),
+                     save()),
+        )  # fmt: skip
+
+
+async def test_admission_gated_by_off_or_too_old(webhook_pki: ServingPki, tmp_path: Path) -> None:
+    async with installed(webhook_pki, tmp_path) as (cluster, kubeconfig):
+        config, save = _config(cluster, "kueue")
+        config["featureGates"] = {"AdmissionGatedBy": False}
+        save()
+
+        def switch_on() -> None:
+            config["featureGates"] = {"AdmissionGatedBy": True}
+            save()
+
+        await _broken_then_fixed(kubeconfig, "kueue-admission-gated-by", doctor.FAIL,
+                                 ["AdmissionGatedBy: true"], switch_on)  # fmt: skip
+
+        # Kueue 0.18 has the gate off by default; the same fix repairs it.
+        del config["featureGates"]
+        save()
+        _set_kueue_image(cluster, "v0.18.2")
+        await _broken_then_fixed(kubeconfig, "kueue-admission-gated-by", doctor.FAIL,
+                                 ["AdmissionGatedBy: true"], switch_on)  # fmt: skip
+
+        # Kueue 0.16 has no such gate: only an upgrade helps.
+        _set_kueue_image(cluster, "v0.16.4")
+        await _broken_then_fixed(kubeconfig, "kueue-version", doctor.FAIL,
+                                 ["upgrade Kueue to 0.19.0"],
+                                 lambda: _set_kueue_image(cluster, "v0.19.1"))  # fmt: skip
+
+
+async def test_kubernetes_below_the_minimums(webhook_pki: ServingPki, tmp_path: Path) -> None:
+    async with installed(webhook_pki, tmp_path) as (cluster, kubeconfig):
+        cluster.api.version = {"major": "1", "minor": "29+", "gitVersion": "v1.29.7-gke.1"}
+
+        def upgrade() -> None:
+            cluster.api.version = {"major": "1", "minor": "30", "gitVersion": "v1.30.0"}
+
+        report = await _broken_then_fixed(kubeconfig, "kubernetes-version", doctor.WARN,
+                                          ["1.30"], upgrade)  # fmt: skip
+        assert "adopt mode works" in _by_check(report, "kubernetes-version")[0]["found"]
+        cluster.api.version = {"major": "1", "minor": "26", "gitVersion": "v1.26.3"}
+        await _broken_then_fixed(kubeconfig, "kubernetes-version", doctor.FAIL, ["1.30"], upgrade)
+
+
+async def test_appwrapper_settings_adopt_mode_depends_on(
+    webhook_pki: ServingPki, tmp_path: Path
+) -> None:
+    async with installed(webhook_pki, tmp_path) as (cluster, kubeconfig):
+        config, save = _config(cluster, "appwrapper")
+        config["appwrapper"]["schedulerName"] = "default-scheduler"
+        save()
+
+        def empty_it() -> None:
+            config["appwrapper"]["schedulerName"] = ""
+            save()
+
+        await _broken_then_fixed(kubeconfig, "appwrapper-scheduler-name", doctor.FAIL,
+                                 ['set appwrapper.schedulerName to ""',
+                                  "rollout restart deployment/appwrapper-controller-manager"],
+                                 empty_it)  # fmt: skip
+
+        # The without-component-create grants under the operator's user RBAC check.
+        for verb, group, resource in (("create", "batch.volcano.sh", "jobs"),
+                                      ("create", "", "pods"), ("create", "", "services")):  # fmt: skip
+            installation.revoke(cluster.api, AUTOWRAP.username, verb, group, resource)
+
+        def check_off() -> None:
+            config["appwrapper"]["userRBACAdmissionCheck"] = False
+            save()
+
+        await _broken_then_fixed(kubeconfig, "appwrapper-settings", doctor.FAIL,
+                                 ["userRBACAdmissionCheck: false"], check_off)  # fmt: skip
+        code, report, _ = await _doctor(kubeconfig)
+        rbac = _by_check(report, "rbac")[0]
+        assert (
+            rbac["level"] == doctor.OK
+            and "create jobs.batch.volcano.sh, create pods, create services" in rbac["found"]
+        )
+
+
+async def test_autowrap_rbac_missing_and_excess(webhook_pki: ServingPki, tmp_path: Path) -> None:
+    async with installed(webhook_pki, tmp_path) as (cluster, kubeconfig):
+        installation.revoke(cluster.api, AUTOWRAP.username, "list", "kueue.x-k8s.io", "workloads")
+        report = await _broken_then_fixed(
+            kubeconfig, "rbac", doctor.FAIL, ["apply the release file"],
+            lambda: installation.grant_rbac(cluster.api, render("base"), AUTOWRAP.username),
+        )  # fmt: skip
+        assert "may not list workloads.kueue.x-k8s.io" in _by_check(report, "rbac")[0]["found"]
+
+        extra = cluster.api.allow(AUTOWRAP.username, verb="update", group="", resource="pods")
+        cluster.api.access_rules.remove(extra)
+        cluster.api.access_rules.insert(0, extra)
+        report = await _broken_then_fixed(kubeconfig, "rbac-excess", doctor.FAIL,
+                                          ["remove the extra grant"],
+                                          lambda: cluster.api.access_rules.remove(extra))  # fmt: skip
+        assert "may also update pods" in _by_check(report, "rbac-excess")[0]["found"]
+
+        # Running with --self-managed-certs needs the overlay's Secret and caBundle grants.
+        deployment = cluster.api.store.get(installation.DEPLOYMENTS, "autowrap-system", "autowrap")
+        assert deployment is not None
+        deployment["spec"]["template"]["spec"]["containers"][0]["args"].append(
+            "--self-managed-certs"
+        )
+        installation.put(cluster.api, deployment)
+        report = await _broken_then_fixed(
+            kubeconfig, "rbac", doctor.FAIL, ["apply the release file"],
+            lambda: installation.grant_rbac(cluster.api, render("self-managed"),
+                                            AUTOWRAP.username),
+        )  # fmt: skip
+        missing = _by_check(report, "rbac")[0]["found"]
+        assert "get secrets in autowrap-system" in missing
+        assert "patch mutatingwebhookconfigurations.admissionregistration.k8s.io" in missing
+        running = _by_check(report, "deployment")[0]
+        assert "self-managed certificates" in running["found"]
+
+
+async def test_a_drifted_ca_bundle_and_the_service_endpoints(
+    webhook_pki: ServingPki, tmp_path: Path
+) -> None:
+    async with installed(webhook_pki, tmp_path) as (cluster, kubeconfig):
+        mutating = cluster.api.store.get(WEBHOOK_CONFIGURATIONS[0], None, doctor.MUTATING)
+        assert mutating is not None
+        other_ca = certs.make_ca("another-ca", days=30)
+        mutating["webhooks"][1]["clientConfig"]["caBundle"] = certs.ca_bundle(other_ca.cert_pem)
+        installation.put(cluster.api, mutating)
+
+        def patch_back() -> None:
+            mutating["webhooks"][1]["clientConfig"]["caBundle"] = webhook_pki.ca_bundle
+            installation.put(cluster.api, mutating)
+
+        report = await _broken_then_fixed(kubeconfig, "ca-bundle", doctor.FAIL,
+                                          ["clientConfig.caBundle"], patch_back)  # fmt: skip
+        found = _by_check(report, "ca-bundle")[0]["found"]
+        assert "autowrap-mutating/pods.mutate.autowrap.io: does not verify" in found
+
+        # No ready endpoint: nothing answers the webhooks.
+        slices = cluster.api.store.list(installation.ENDPOINT_SLICES, "autowrap-system")
+        ready = copy.deepcopy(slices[0])
+        slices[0]["endpoints"][0]["conditions"]["ready"] = False
+        installation.put(cluster.api, slices[0])
+        # (repaired, one replica is what the testbed runs: warned about, not failed)
+        await _broken_then_fixed(kubeconfig, "endpoints", doctor.FAIL, ["describe deployment"],
+                                 lambda: installation.put(cluster.api, ready),
+                                 repaired=doctor.WARN)  # fmt: skip
+
+
+async def test_webhooks_and_admission_policies_missing(
+    webhook_pki: ServingPki, tmp_path: Path
+) -> None:
+    async with installed(webhook_pki, tmp_path) as (cluster, kubeconfig):
+        rendered = render("base")
+        binding = cluster.api.store.get(installation.ADMISSION_POLICY_BINDINGS, None,
+                                        "autowrap-admission-gate")  # fmt: skip
+        assert binding is not None
+        cluster.api.store.delete(installation.ADMISSION_POLICY_BINDINGS, None,
+                                 "autowrap-admission-gate")  # fmt: skip
+        validating = cluster.api.store.get(WEBHOOK_CONFIGURATIONS[1], None, doctor.VALIDATING)
+        cluster.api.store.delete(WEBHOOK_CONFIGURATIONS[1], None, doctor.VALIDATING)
+
+        def reapply() -> None:
+            for obj in rendered:
+                if obj["kind"] == "ValidatingAdmissionPolicyBinding":
+                    installation.put(cluster.api, obj)
+            assert validating is not None
+            validating.pop("metadata")
+            installation.put(cluster.api, {**validating,
+                                           "metadata": {"name": doctor.VALIDATING}})  # fmt: skip
+
+        report = await _broken_then_fixed(kubeconfig, "admission-policies", doctor.FAIL,
+                                          ["apply the release file"], reapply)  # fmt: skip
+        assert (
+            "not bound: autowrap-admission-gate"
+            in _by_check(report, "admission-policies")[0]["found"]
+        )
+        assert any(f["level"] == doctor.FAIL and "autowrap-validating does not exist" in f["found"]
+                   for f in _by_check(report, "webhook-configurations"))  # fmt: skip
+
+
+async def test_a_controller_that_stopped_renewing_its_lease(
+    webhook_pki: ServingPki, tmp_path: Path
+) -> None:
+    async with installed(webhook_pki, tmp_path) as (cluster, kubeconfig):
+        await cluster.stop_controller()
+        lease = cluster.api.store.get(LEASES, "autowrap-system", "autowrap-controller")
+        assert lease is not None
+        lease["spec"]["renewTime"] = "2020-01-01T00:00:00.000000Z"
+        installation.put(cluster.api, lease)
+
+        async def start_again() -> None:  # what the rollout restart does: a fresh replica
+            state, options = cluster.running.state, cluster.running.options
+            cluster.running.tasks.append(asyncio.create_task(app._run_controller(state, options)))
+            while state.controller is None or not state.controller.leading.is_set():
+                await asyncio.sleep(0.01)
+
+        report = await _broken_then_fixed(
+            kubeconfig, "lease", doctor.FAIL,
+            ["logs deployment/autowrap", "rollout restart deployment/autowrap"], start_again,
+        )  # fmt: skip
+        assert "no replica leads" in _by_check(report, "lease")[0]["found"]
+
+
+@needs_kubectl
+async def test_policies_against_namespaces_and_queues(
+    webhook_pki: ServingPki, tmp_path: Path
+) -> None:
+    async with installed(webhook_pki, tmp_path) as (cluster, kubeconfig):
+        namespace = cluster.api.store.get(NAMESPACES, None, TEAM_A)
+        assert namespace is not None
+        del namespace["metadata"]["labels"]["autowrap.io/wrap"]
+        installation.put(cluster.api, namespace)
+        holder: dict[str, list[str]] = {}
+
+        async def run_the_command() -> None:
+            await asyncio.to_thread(_kubectl, kubeconfig, holder["command"])
+
+        code, report, _ = await _doctor(kubeconfig, "-n", TEAM_A)
+        label = _by_check(report, "wrap-always-label")[0]
+        assert label["level"] == doctor.FAIL and "run unwrapped" in label["found"]
+        holder["command"] = label["command"]
+        assert holder["command"] == ["kubectl", "label", "namespace", TEAM_A,
+                                     "autowrap.io/wrap=Always"]  # fmt: skip
+        await _broken_then_fixed(kubeconfig, "wrap-always-label", doctor.FAIL,
+                                 ["kubectl label namespace team-a autowrap.io/wrap=Always"],
+                                 run_the_command)  # fmt: skip
+
+        cluster.api.store.delete(LOCALQUEUES, TEAM_A, "team-a-queue")
+        await _broken_then_fixed(kubeconfig, "local-queue", doctor.FAIL,
+                                 ["create LocalQueue team-a/team-a-queue"],
+                                 lambda: cluster.api.add_local_queue(TEAM_A, "team-a-queue",
+                                                                     "cq"))  # fmt: skip
+
+        # A LocalQueue whose ClusterQueue does not exist; one that uses MultiKueue.
+        cluster.api.add_local_queue(TEAM_A, "team-a-batch", "gone")
+        code, report, _ = await _doctor(kubeconfig, "-n", TEAM_A)
+        missing = [f for f in _by_check(report, "cluster-queue") if f["level"] == doctor.FAIL]
+        assert missing and "'gone', which does not exist" in missing[0]["found"]
+        cluster.api.store.delete(LOCALQUEUES, TEAM_A, "team-a-batch")
+        cq = cluster.api.store.get(CLUSTERQUEUES, None, "cq")
+        assert cq is not None
+        cq["spec"]["admissionChecks"] = ["multikueue-check"]
+        installation.put(cluster.api, cq)
+        code, report, _ = await _doctor(kubeconfig, "-n", TEAM_A)
+        assert code == cli.EXIT_OK
+        redirect = _by_check(report, "cluster-queue")[0]
+        assert "MultiKueue" in redirect["found"] and "redirects" in redirect["found"]
+
+        # A namespace labelled Always that no Always policy covers.
+        cluster.api.add_namespace("stray", {"autowrap.io/wrap": "Always"})
+        code, report, _ = await _doctor(kubeconfig, "-n", "stray")
+        stray = _by_check(report, "wrap-always-label")[0]
+        assert stray["level"] == doctor.WARN and stray["command"][-1] == "autowrap.io/wrap-"
+        await asyncio.to_thread(_kubectl, kubeconfig, stray["command"])
+        code, report, _ = await _doctor(kubeconfig, "-n", "stray")
+        assert not _by_check(report, "wrap-always-label")
+
+
+async def test_what_cannot_be_read_is_said_not_assumed(
+    webhook_pki: ServingPki, tmp_path: Path
+) -> None:
+    async with installed(webhook_pki, tmp_path) as (cluster, kubeconfig):
+        forbidden = 'configmaps "kueue-manager-config" is forbidden: User "bob" cannot get'
+        cluster.api.inject("GET", "/namespaces/kueue-system/configmaps/", 403, times=None,
+                           message=forbidden, reason="Forbidden")  # fmt: skip
+        cluster.api.inject("POST", "/subjectaccessreviews", 403, times=None,
+                           message="cannot create subjectaccessreviews", reason="Forbidden")  # fmt: skip
+        code, report, _ = await _doctor(kubeconfig)
+        assert code == cli.EXIT_OK, [f for f in report["findings"] if f["level"] == doctor.FAIL]
+        for check in ("kueue-appwrapper-integration", "rbac"):
+            found = _by_check(report, check)[0]
+            assert found["level"] == doctor.WARN and "could not be read (HTTP 403" in found["found"]
+            assert "credentials that may read" in found["fix"]
+        # On by default in this version, but the configuration that could switch it off is
+        # unread: said, not assumed.
+        gate = _by_check(report, "kueue-admission-gated-by")[0]
+        assert gate["level"] == doctor.WARN and "cannot be read" in gate["found"]
+        assert "kueue_config" in report["cluster"]["unreadable"]
+
+
+async def test_an_unreachable_cluster_exits_2(tmp_path: Path) -> None:
+    from testbed.cluster.common import write_kubeconfig
+
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", "http://127.0.0.1:9", "token")
+    code, out, err = await asyncio.to_thread(_run, ["doctor", "--kubeconfig", str(kubeconfig)])
+    assert code == 2 and "cannot reach the cluster" in err and out == ""
+
+
+# --- the smoke run -------------------------------------------------------------------------------
+
+
+def _calls_of(cluster: Cluster, user: str) -> set[tuple[str, str, str]]:
+    """(group, resource, verb) of every resource request ``user`` made."""
+    made = set()
+    for request in cluster.api.requests:
+        parts = [p for p in request.path.split("/") if p]
+        if request.user != user or len(parts) < 3 or parts[0] not in ("api", "apis"):
+            continue
+        group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
+        if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) != 2:
+            rest = rest[2:]
+        if not rest:
+            continue
+        named = len(rest) > 1
+        verb = {"POST": "create", "DELETE": "delete", "PUT": "update", "PATCH": "patch"}.get(
+            request.method,
+            "get" if named else "watch" if request.query.get("watch") == "true" else "list",
+        )
+        made.add((group, rest[0], verb))
+    return made
+
+
+def _smoke_objects(cluster: Cluster) -> list[str]:
+    left = []
+    for res in (VCJOBS, PODS, APPWRAPPERS):
+        for obj in cluster.api.store.list(res, NAMESPACE):
+            if obj["metadata"]["name"].startswith("autowrap-smoke"):
+                left.append(f"{res.kind}/{obj['metadata']['name']}")
+    return left
+
+
+async def test_smoke_runs_a_job_and_a_pod_to_running_pods_and_cleans_up(
+    webhook_pki: ServingPki, tmp_path: Path
+) -> None:
+    async with installed(webhook_pki, tmp_path) as (cluster, kubeconfig):
+        code, report, err = await _doctor(kubeconfig, "--smoke", NAMESPACE)
+        stages = [(f["check"], f["level"]) for f in report["findings"] if f["section"] == "smoke"]
+        assert code == cli.EXIT_OK, (stages, err)
+        assert stages == [(f"{kind}-{stage}", doctor.OK) for kind in ("vcjob", "pod")
+                          for stage in ("mutated", "appwrapper", "workload", "admitted",
+                                        "released", "running", "rank-env")]  # fmt: skip
+        # Every call doctor made (as the kubeconfig's user) is one it lists.
+        made = _calls_of(cluster, ADMIN.username)
+        listed = set(kube.DOCTOR_CALLS) | set(kube.SMOKE_CALLS)
+        assert made - listed == set()
+        assert {("", "pods", "watch"), (KUEUE, "workloads", "watch"),
+                ("batch.volcano.sh", "jobs", "delete")} <= made  # fmt: skip
+        found = {f["check"]: f["found"] for f in report["findings"] if f["section"] == "smoke"}
+        assert "NODE_RANK=0" in found["vcjob-rank-env"] and "NODE_RANK=1" in found["vcjob-rank-env"]
+        assert "cloud.example/pool" in found["vcjob-released"]
+        await cluster.settle()
+        assert _smoke_objects(cluster) == []
+
+
+async def test_smoke_in_redirect_mode_follows_the_appwrapper_that_stands_in(
+    webhook_pki: ServingPki, tmp_path: Path
+) -> None:
+    async with installed(webhook_pki, tmp_path, mode="Redirect") as (cluster, kubeconfig):
+        code, report, err = await _doctor(kubeconfig, "--smoke", NAMESPACE)
+        smoke = {f["check"]: f for f in report["findings"] if f["section"] == "smoke"}
+        assert code == cli.EXIT_OK, (list(smoke.values()), err)
+        assert "denied by design" in smoke["vcjob-mutated"]["found"]
+        assert {f["level"] for f in smoke.values()} == {doctor.OK}
+        assert "NODE_RANK=1" in smoke["vcjob-rank-env"]["found"]
+        assert "pod-running" in smoke
+        await cluster.settle()
+        assert _smoke_objects(cluster) == []
+
+
+async def test_smoke_says_which_stage_stopped_and_why(
+    webhook_pki: ServingPki, tmp_path: Path
+) -> None:
+    async with installed(webhook_pki, tmp_path) as (cluster, kubeconfig):
+        # Kueue never admits: the run stops at that stage with Kueue's own reason.
+        cluster.sims.kueue.auto_admit = False
+        argv = ["doctor", "--kubeconfig", str(kubeconfig), "--smoke", NAMESPACE,
+                "--smoke-deadline", "2"]  # fmt: skip
+        code, text, _ = await asyncio.to_thread(_run, argv)
+        assert code == cli.EXIT_REJECTED
+        assert "ok    vcjob-workload" in text
+        assert "fail  vcjob-admitted: Workload appwrapper-autowrap-smoke-" in text
+        assert "not admitted within 2s" in text
+        assert "pod-mutated" not in text
+        await cluster.settle()
+        assert _smoke_objects(cluster) == []
+
+
+async def test_a_cancelled_smoke_run_deletes_what_it_created(
+    webhook_pki: ServingPki, tmp_path: Path
+) -> None:
+    from webhook.cli import smoke
+    from webhook.shell.kube import Api
+
+    async with installed(webhook_pki, tmp_path) as (cluster, kubeconfig):
+        cluster.sims.kueue.auto_admit = False
+        api = await Api.connect(str(kubeconfig))
+        seen_appwrapper = asyncio.Event()
+
+        def say(finding: doctor.Finding) -> None:
+            if finding.check == "vcjob-appwrapper":
+                seen_appwrapper.set()
+
+        try:
+            task = asyncio.create_task(smoke.run(api, NAMESPACE, "team-queue", say=say))
+            await seen_appwrapper.wait()
+            assert _smoke_objects(cluster)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        finally:
+            await api.close()
+        await cluster.settle()
+        assert _smoke_objects(cluster) == []
+
+
+def test_the_names_doctor_expects_are_the_ones_the_release_installs() -> None:
+    rendered = render("base")
+    hooks = {o["metadata"]["name"]: [h["name"] for h in o["webhooks"]]
+             for o in rendered if "webhooks" in o}  # fmt: skip
+    assert hooks == {doctor.MUTATING: list(doctor.MUTATING_WEBHOOKS),
+                     doctor.VALIDATING: list(doctor.VALIDATING_WEBHOOKS)}  # fmt: skip
+    policies = [o["metadata"]["name"] for o in rendered
+                if o["kind"] == "ValidatingAdmissionPolicy"]  # fmt: skip
+    assert sorted(policies) == sorted(doctor.ADMISSION_POLICIES)
+    maps = [o["metadata"]["name"] for o in rendered if o["kind"] == "ConfigMap"]
+    assert doctor.POLICIES_CONFIGMAP in maps
+    assert set(doctor.WRAP_WEBHOOKS) <= set(doctor.MUTATING_WEBHOOKS)
+
+
+def test_doctor_calls_are_the_users_not_the_service_accounts() -> None:
+    """doctor reads with the user's kubeconfig: its calls are not granted to autowrap."""
+    from webhook.shell import kube
+
+    extra = set(kube.DOCTOR_CALLS) - set(kube.RBAC)
+    assert ("", "configmaps", "get") in extra and ("apps", "deployments", "get") in extra
+    assert not {c for c in kube.RBAC if c[1] in ("configmaps", "deployments", "secrets")}
+
+
+async def test_admission_and_doctor_agree_on_when_to_redirect(
+    webhook_pki: ServingPki, tmp_path: Path
+) -> None:
+    from webhook.shell.kube import KubeClient
+
+    async with installed(webhook_pki, tmp_path) as (cluster, kubeconfig):
+        flavor = cluster.api.store.get(RESOURCEFLAVORS, None, "a100")
+        assert flavor is not None
+        flavor["spec"]["topologyName"] = "default"
+        installation.put(cluster.api, flavor)
+        client = await KubeClient.connect(str(kubeconfig))
+        try:
+            said = await client.redirect_reason(NAMESPACE, "team-queue", timeout=10)
+        finally:
+            await client.close()
+        assert said == "ClusterQueue 'cq' uses topology-aware scheduling (ResourceFlavor 'a100')"
+        code, report, _ = await _doctor(kubeconfig, "-n", NAMESPACE)
+        found = _by_check(report, "cluster-queue")[0]["found"]
+        assert said in found and "autowrap redirects" in found
+
+
+def test_the_rank_env_check_compares_each_pod_with_its_offline_rendering() -> None:
+    from webhook.cli import podview, smoke
+
+    env = [{"name": "MASTER_ADDR", "value": "m-0.m"}, {"name": "MASTER_PORT", "value": "23456"},
+           {"name": "NNODES", "value": "2"}, {"name": "WORLD_SIZE", "value": "2"},
+           {"name": "NODE_RANK", "valueFrom": {"fieldRef": {
+               "fieldPath": "metadata.annotations['autowrap.io/node-rank']"}}}]  # fmt: skip
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "p", "namespace": "ml",
+                        "annotations": {"autowrap.io/node-rank": "1"}},
+           "spec": {"containers": [{"name": "c", "image": "i", "env": env}]}}  # fmt: skip
+    rows = podview.pods(pod, "ml")
+    assert rows[0].node_rank == "1"
+    assert smoke.rank_env_differences(rows, {"p": pod}) == []
+    other = copy.deepcopy(pod)
+    other["metadata"]["annotations"]["autowrap.io/node-rank"] = "0"
+    assert smoke.rank_env_differences(rows, {"p": other}) == ["p NODE_RANK=0 (rendered offline: 1)"]
+    assert smoke.rank_env_differences(rows, {}) == ["p: no such pod"]
+
+
+# --- checks over facts alone (the pure module) ---------------------------------------------------
+
+
+def test_versions_are_read_from_tags_flags_and_server_strings() -> None:
+    assert doctor.parse_version("v1.29.7-gke.1") == (1, 29, 7)
+    assert doctor.parse_version("1.30+") == (1, 30, 0)
+    assert doctor.parse_version("latest") is None
+    kueue = installation.deployment("kueue-system", "kueue-controller-manager",
+                                    "registry:5000/kueue/kueue:v0.18.1@sha256:abc")  # fmt: skip
+    assert doctor.image_version(kueue) == (0, 18, 1)
+    untagged = installation.deployment("kueue-system", "kueue-controller-manager",
+                                       "registry:5000/kueue/kueue@sha256:abc")  # fmt: skip
+    assert doctor.image_version(untagged) is None
+    kueue["spec"]["template"]["spec"]["containers"][0]["args"] = [
+        "--feature-gates=TopologyAwareScheduling=true,AdmissionGatedBy=true"
+    ]
+    facts = doctor.Facts(kueue_deployment=kueue)
+    gate = doctor.admission_gated_by(facts, doctor.image_version(kueue))
+    assert gate.level == doctor.OK and "--feature-gates" in gate.found
+
+
+def test_partition_policy_matters_only_where_a_policy_writes_it() -> None:
+    from webhook.core import policy
+
+    crd_without = {"spec": {"versions": [{"name": "v1alpha1", "schema": {"tasks": {}}}]}}
+    plain = doctor.Facts(volcano_job_crd=crd_without,
+                         policies=policy.PolicySet((policy.BUILTIN,)))  # fmt: skip
+    assert doctor._partition_policy(plain).level == doctor.OK
+    partitioned = policy.build([("p.yaml", """
+apiVersion: autowrap.io/v1alpha1
+kind: Policy
+metadata: {name: racks}
+spec:
+  namespaces: {names: ["*"]}
+  topology: {partitionDefault: {mode: hard, highestTierAllowed: 1}}
+""")])  # fmt: skip
+    wanting = doctor.Facts(volcano_job_crd=crd_without, policies=partitioned)
+    found = doctor._partition_policy(wanting)
+    assert found.level == doctor.FAIL and "racks" in found.found and "1.14" in found.fix
+
+
+def test_an_expired_certificate_fails_and_one_near_expiry_warns(webhook_pki: ServingPki) -> None:
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    cert = x509.load_pem_x509_certificate(webhook_pki.cert_path.read_bytes())
+    der = cert.public_bytes(serialization.Encoding.DER)
+    hook = {"name": "pods.mutate.autowrap.io", "clientConfig": {"caBundle": webhook_pki.ca_bundle}}
+    replica = doctor.Replica("10.0.0.1", 9443, "autowrap-0", certificate=der, readyz=200)
+    after = cert.not_valid_after_utc + datetime.timedelta(minutes=1)
+    facts = doctor.Facts(mutating={"webhooks": [hook]}, replicas=[replica], now=after)
+    levels = {f.check: f.level for f in doctor.ca_bundles(facts)}
+    # Past its end the chain no longer verifies either, as the apiserver would find.
+    assert levels == {"ca-bundle": doctor.FAIL, "certificate-expiry": doctor.FAIL}
+    soon = cert.not_valid_after_utc - datetime.timedelta(days=3)
+    facts = doctor.Facts(mutating={"webhooks": [hook]}, replicas=[replica], now=soon)
+    levels = {f.check: f.level for f in doctor.ca_bundles(facts)}
+    assert levels == {"ca-bundle": doctor.OK, "certificate-expiry": doctor.WARN}
+    # Checked for the Service's name: another install namespace does not match the certificate.
+    elsewhere = doctor.Facts(mutating={"webhooks": [hook]}, replicas=[replica], now=soon,
+                             install_namespace="platform")  # fmt: skip
+    assert doctor.ca_bundles(elsewhere)[0].level == doctor.FAIL
+
+
+def test_cert_manager_is_checked_only_for_its_variant() -> None:
+    plain = doctor.Facts(mutating={"metadata": {"name": doctor.MUTATING}})
+    assert doctor.cert_manager(plain) is None
+    injected = {"metadata": {"name": doctor.MUTATING, "annotations": {
+        doctor.CERT_MANAGER_INJECT: "autowrap-system/autowrap-serving-cert"}}}  # fmt: skip
+    missing = doctor.cert_manager(doctor.Facts(mutating=injected))
+    assert (
+        missing is not None and missing.level == doctor.FAIL and "cert-manager.io" in missing.found
+    )
+    not_ready = doctor.Facts(mutating=injected, groups={"cert-manager.io": ("v1",)},
+                             certificate={"status": {"conditions": [
+                                 {"type": "Ready", "status": "False"}]}})  # fmt: skip
+    found = doctor.cert_manager(not_ready)
+    assert found is not None and found.level == doctor.FAIL and "not Ready" in found.found
+    ready = doctor.Facts(mutating=injected, groups={"cert-manager.io": ("v1",)},
+                         certificate={"status": {"conditions": [
+                             {"type": "Ready", "status": "True"}]}})  # fmt: skip
+    found = doctor.cert_manager(ready)
+    assert found is not None and found.level == doctor.OK
+
+
+def test_queues_that_cannot_be_read_are_not_judged_missing() -> None:
+    from webhook.core import policy
+
+    team = policy.build([("t.yaml", """
+apiVersion: autowrap.io/v1alpha1
+kind: Policy
+metadata: {name: team-a}
+spec:
+  namespaces: {names: [team-a]}
+  wrap: Always
+  queue: {default: team-a-queue}
+""")])  # fmt: skip
+    namespace = {"metadata": {"name": "team-a", "labels": {"autowrap.io/wrap": "Always"}}}
+    unread = doctor.Facts(policies=team, namespaces=[namespace],
+                          unreadable={"local_queues": "HTTP 403: forbidden"})  # fmt: skip
+    found = {(f.check, f.level) for f in doctor.policies(unread)}
+    assert ("local-queues", doctor.WARN) in found
+    assert not {c for c, _ in found} & {"local-queue", "cluster-queue"}
+    # Read, and absent: that is a failure.
+    read = doctor.Facts(policies=team, namespaces=[namespace])
+    assert ("local-queue", doctor.FAIL) in {(f.check, f.level) for f in doctor.policies(read)}
