@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from webhook.core import kinds
 from webhook.core.plumbing import env as env_plumbing
 from webhook.core.plumbing import pods as pod_plumbing
-from webhook.core.workload import KindAdapter, PodGroup
+from webhook.core.workload import KindAdapter, PodAdditions, PodGroup, has_pod_additions
 from webhook.model import objects
 from webhook.model.objects import Obj, as_list, as_map
 
@@ -82,11 +82,83 @@ def _workload_pods(obj: Mapping[str, Any], namespace: str) -> list[PodRow]:
     ns = str(as_map(obj.get("metadata")).get("namespace") or namespace)
     workload = f"{obj.get('kind')} {ns}/{objects.name_of(obj) or '<generated>'}"
     rows = []
-    for group in adapter.pod_groups(obj):
+    groups = adapter.pod_groups(obj)
+    for group in groups:
         for index in range(group.replicas):
             pod, refused = _created_pod(obj, adapter, group, index, ns)
-            rows.append(_row(workload, group.name, pod, refused))
+            added = _additions(obj, adapter, groups, group, index)
+            created = _with_additions(pod, added)
+            row = _row(workload, group.name, created, refused)
+            rows.append(_noting_replaced(row, pod, created, added) if added else row)
     return rows
+
+
+def _additions(
+    obj: Mapping[str, Any],
+    adapter: KindAdapter,
+    groups: list[PodGroup],
+    group: PodGroup,
+    index: int,
+) -> list[PodAdditions]:
+    appender = adapter
+    if not has_pod_additions(appender):
+        return []
+    return appender.pod_additions(obj, groups, group, index)
+
+
+def _with_additions(pod: Obj, added: list[PodAdditions]) -> Obj:
+    """The pod with what its controller adds beyond the template (Volcano's pytorch plugin):
+    env after every container's own, ports a container lacks, init containers."""
+    if not added:
+        return pod
+    spec = dict(as_map(pod.get("spec")))
+    containers = []
+    for raw in as_list(spec.get("containers")):
+        container = dict(as_map(raw))
+        for a in added:
+            env = [*as_list(container.get("env")), *({"name": n, "value": v} for n, v in a.env)]
+            have = {as_map(p).get("containerPort") for p in as_list(container.get("ports"))}
+            ports = [p for p in a.ports if p.get("containerPort") not in have]
+            container["env"] = env
+            if ports:
+                container["ports"] = [*as_list(container.get("ports")), *ports]
+        containers.append(container)
+    spec["containers"] = containers
+    for a in added:
+        have = {as_map(c).get("name") for c in as_list(spec.get("initContainers"))}
+        extra = [c for c in a.init_containers if c.get("name") not in have]
+        if extra:
+            spec["initContainers"] = [*as_list(spec.get("initContainers")), *extra]
+    return {**pod, "spec": spec}
+
+
+def _first_container(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    containers = as_list(as_map(pod.get("spec")).get("containers"))
+    return as_map(containers[0]) if containers else {}
+
+
+def _noting_replaced(
+    row: PodRow, template_pod: Obj, created: Obj, added: list[PodAdditions]
+) -> PodRow:
+    """The row with a note naming each value the controller's additions replace (kubelet keeps
+    the last entry of a name), and the PET_* mirror torchrun still reads."""
+    before, _ = resolve_env(template_pod, _first_container(template_pod))
+    after, _ = resolve_env(created, _first_container(created))
+    notes = []
+    for a in added:
+        replaced = [n for n, _ in a.env if n in before and before[n] != after.get(n)]
+        if not replaced:
+            continue
+        values = ", ".join(
+            f"{n}={after.get(n)} (autowrap's: {before[n] or UNKNOWN})" for n in replaced
+        )
+        mirrors = [f"PET_{n}={after[f'PET_{n}']}" for n in replaced if f"PET_{n}" in after]
+        still = f"; torchrun still reads {', '.join(mirrors)}" if mirrors else ""
+        notes.append(
+            f"{a.source} ({a.path}) appends {values} after autowrap's entries, and kubelet "
+            f"keeps the last, so this pod runs with them{still}"
+        )
+    return replace(row, notes=(*row.notes, *notes)) if notes else row
 
 
 def _created_pod(

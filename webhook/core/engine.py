@@ -266,6 +266,7 @@ def workload_findings(obj: Obj, adapter: KindAdapter, policy: PolicySpec) -> lis
     if prepared.plan is not None:
         found += env_rules.check(prepared.plan, extra_reserved=policy.reserved_env)
         found += accelerator_rules.check(prepared.plan)
+        found += _appended_env_findings(obj, adapter, prepared.groups, prepared.plan)
     found += pod_templates.check(obj, prepared.groups)
     found += partitions.check(prepared.groups)
     found += rendezvous.check(prepared.groups, prepared.master)
@@ -282,6 +283,23 @@ def workload_findings(obj: Obj, adapter: KindAdapter, policy: PolicySpec) -> lis
     if workload.has_kind_rules(adapter):
         found += adapter.check(obj)
     return found
+
+
+def _appended_env_findings(
+    obj: Obj, adapter: KindAdapter, groups: list[PodGroup], plan: env_plumbing.Plan
+) -> list[Violation]:
+    """The env the workload's controller appends to each pod, against autowrap's."""
+    appender = adapter
+    if not workload.has_pod_additions(appender):
+        return []
+
+    def additions(group: PodGroup, index: int) -> list[workload.PodAdditions]:
+        return appender.pod_additions(obj, groups, group, index)
+
+    def pod_name(group: PodGroup, index: int) -> str:
+        return adapter.pod_name(obj, group, index)
+
+    return env_rules.check_appended(plan, additions, pod_name)
 
 
 @dataclass(frozen=True)

@@ -128,6 +128,37 @@ class HasServerDefaults(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class PodAdditions:
+    """What a workload's controller adds to one pod beyond its template, before the pod is
+    created (Volcano's job plugins, ``OnPodCreate``).
+
+    ``env`` is appended to every container (not init containers) after the template's entries,
+    so where a name repeats one of autowrap's, kubelet gives the process this value (it keeps
+    the last entry of a name). ``ports`` are added to every container that lacks that port
+    number, and ``init_containers`` appended unless one of that name exists. ``source`` names
+    the feature in words and ``path`` the field that asked for it.
+    """
+
+    source: str
+    path: FieldPath
+    env: tuple[tuple[str, str], ...] = ()
+    ports: tuple[Mapping[str, Any], ...] = ()
+    init_containers: tuple[Mapping[str, Any], ...] = ()
+
+
+@runtime_checkable
+class HasPodAdditions(Protocol):
+    """Kinds whose controller adds env, ports or init containers to each pod it creates."""
+
+    def pod_additions(
+        self, obj: Mapping[str, Any], groups: Sequence[PodGroup], group: PodGroup, index: int
+    ) -> list[PodAdditions]:
+        """What the controller adds to the ``index``-th pod of ``group`` (one of the object's
+        ``groups``), in the order it adds it; empty when the object enables nothing that does."""
+        ...
+
+
 _CAPABLE: dict[tuple[type, Any], bool] = {}
 
 
@@ -150,3 +181,7 @@ def has_kind_rules(adapter: object) -> TypeGuard[HasKindRules]:
 
 def has_server_defaults(adapter: object) -> TypeGuard[HasServerDefaults]:
     return _capable(type(adapter), HasServerDefaults)
+
+
+def has_pod_additions(adapter: object) -> TypeGuard[HasPodAdditions]:
+    return _capable(type(adapter), HasPodAdditions)
