@@ -218,7 +218,7 @@ def _appended_finding(path: FieldPath, seen: _Appended) -> Violation:
         else:
             more = f", and {len(pods) - 1} more pod(s)" if len(pods) > 1 else ""
             parts.append(f"{name}={value} in {pod} (autowrap's: {ours}){more}")
-    fixes = [f"remove {path}: autowrap sets {listed} itself, with torchrun's PET_* mirrors"]
+    fixes = [f"remove {path} (autowrap sets {listed} itself, with torchrun's PET_* mirrors)"]
     port = seen.differ.get("MASTER_PORT")
     if port:
         fixes.append(
@@ -229,10 +229,10 @@ def _appended_finding(path: FieldPath, seen: _Appended) -> Violation:
         path,
         f"{seen.source} appends its own {_words(list(seen.differ))} after autowrap's entries, "
         "and kubelet keeps the last entry of a name, so the pods would run with "
-        + "; ".join(parts)
-        + ", while torchrun reads autowrap's PET_* values; "
+        + _words(parts)
+        + ", while torchrun reads autowrap's PET_*; "
         + "; ".join(fixes)
-        + " (docs/migration.md)",
+        + "; see docs/migration.md",
     )
 
 
