@@ -44,6 +44,7 @@ def _cpu_job(*args: str):
         pytest.param(["-port", "5000"], volcano_pytorch.Flags(port=5000), id="-port v"),
         pytest.param(["--port=0x10"], volcano_pytorch.Flags(port=16), id="Go base prefix"),
         pytest.param(["--port=010"], volcano_pytorch.Flags(port=8), id="Go octal"),
+        pytest.param(["--port= 5"], volcano_pytorch.Flags(port=0), id="no spaces in Go"),
         pytest.param(
             ["--master=chief", "--nope", "--port=5000"],
             volcano_pytorch.Flags(master="chief"),

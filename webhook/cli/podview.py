@@ -20,7 +20,13 @@ from typing import Any
 from webhook.core import kinds
 from webhook.core.plumbing import env as env_plumbing
 from webhook.core.plumbing import pods as pod_plumbing
-from webhook.core.workload import KindAdapter, PodAdditions, PodGroup, has_pod_additions
+from webhook.core.workload import (
+    KindAdapter,
+    PodAdditions,
+    PodGroup,
+    pod_additions,
+    with_additions,
+)
 from webhook.model import objects
 from webhook.model.objects import Obj, as_list, as_map
 
@@ -86,50 +92,11 @@ def _workload_pods(obj: Mapping[str, Any], namespace: str) -> list[PodRow]:
     for group in groups:
         for index in range(group.replicas):
             pod, refused = _created_pod(obj, adapter, group, index, ns)
-            added = _additions(obj, adapter, groups, group, index)
-            created = _with_additions(pod, added)
+            added = pod_additions(adapter, obj, groups, group, index)
+            created = with_additions(pod, added)
             row = _row(workload, group.name, created, refused)
             rows.append(_noting_replaced(row, pod, created, added) if added else row)
     return rows
-
-
-def _additions(
-    obj: Mapping[str, Any],
-    adapter: KindAdapter,
-    groups: list[PodGroup],
-    group: PodGroup,
-    index: int,
-) -> list[PodAdditions]:
-    appender = adapter
-    if not has_pod_additions(appender):
-        return []
-    return appender.pod_additions(obj, groups, group, index)
-
-
-def _with_additions(pod: Obj, added: list[PodAdditions]) -> Obj:
-    """The pod with what its controller adds beyond the template (Volcano's pytorch plugin):
-    env after every container's own, ports a container lacks, init containers."""
-    if not added:
-        return pod
-    spec = dict(as_map(pod.get("spec")))
-    containers = []
-    for raw in as_list(spec.get("containers")):
-        container = dict(as_map(raw))
-        for a in added:
-            env = [*as_list(container.get("env")), *({"name": n, "value": v} for n, v in a.env)]
-            have = {as_map(p).get("containerPort") for p in as_list(container.get("ports"))}
-            ports = [p for p in a.ports if p.get("containerPort") not in have]
-            container["env"] = env
-            if ports:
-                container["ports"] = [*as_list(container.get("ports")), *ports]
-        containers.append(container)
-    spec["containers"] = containers
-    for a in added:
-        have = {as_map(c).get("name") for c in as_list(spec.get("initContainers"))}
-        extra = [c for c in a.init_containers if c.get("name") not in have]
-        if extra:
-            spec["initContainers"] = [*as_list(spec.get("initContainers")), *extra]
-    return {**pod, "spec": spec}
 
 
 def _first_container(pod: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -288,18 +288,13 @@ def workload_findings(obj: Obj, adapter: KindAdapter, policy: PolicySpec) -> lis
 def _appended_env_findings(
     obj: Obj, adapter: KindAdapter, groups: list[PodGroup], plan: env_plumbing.Plan
 ) -> list[Violation]:
-    """The env the workload's controller appends to each pod, against autowrap's."""
-    appender = adapter
-    if not workload.has_pod_additions(appender):
-        return []
-
-    def additions(group: PodGroup, index: int) -> list[workload.PodAdditions]:
-        return appender.pod_additions(obj, groups, group, index)
-
-    def pod_name(group: PodGroup, index: int) -> str:
-        return adapter.pod_name(obj, group, index)
-
-    return env_rules.check_appended(plan, additions, pod_name)
+    """The env the workload's controller appends to each pod, against autowrap's (nothing for
+    kinds whose controller adds none)."""
+    return env_rules.check_appended(
+        plan,
+        lambda group, index: workload.pod_additions(adapter, obj, groups, group, index),
+        lambda group, index: adapter.pod_name(obj, group, index),
+    )
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 from webhook.model.fields import FieldPath, Violation
-from webhook.model.objects import Obj
+from webhook.model.objects import Obj, as_list, as_map
 
 
 @dataclass(frozen=True)
@@ -185,3 +185,41 @@ def has_server_defaults(adapter: object) -> TypeGuard[HasServerDefaults]:
 
 def has_pod_additions(adapter: object) -> TypeGuard[HasPodAdditions]:
     return _capable(type(adapter), HasPodAdditions)
+
+
+def pod_additions(
+    adapter: object, obj: Mapping[str, Any], groups: Sequence[PodGroup], group: PodGroup, index: int
+) -> list[PodAdditions]:
+    """What the kind's controller adds to one pod (nothing for kinds without the capability)."""
+    if not has_pod_additions(adapter):
+        return []
+    return adapter.pod_additions(obj, groups, group, index)
+
+
+def with_additions(pod: Obj, added: Sequence[PodAdditions]) -> Obj:
+    """The pod as its controller creates it: ``added``'s env after every container's own, its
+    ports where a container lacks that port number, its init containers where none has that
+    name. A new pod; ``pod`` is not changed."""
+    if not added:
+        return pod
+    spec = dict(as_map(pod.get("spec")))
+    containers = []
+    for raw in as_list(spec.get("containers")):
+        container = dict(as_map(raw))
+        for a in added:
+            container["env"] = [
+                *as_list(container.get("env")),
+                *({"name": n, "value": v} for n, v in a.env),
+            ]
+            have = {as_map(p).get("containerPort") for p in as_list(container.get("ports"))}
+            ports = [dict(p) for p in a.ports if p.get("containerPort") not in have]
+            if ports:
+                container["ports"] = [*as_list(container.get("ports")), *ports]
+        containers.append(container)
+    spec["containers"] = containers
+    for a in added:
+        have = {as_map(c).get("name") for c in as_list(spec.get("initContainers"))}
+        extra = [dict(c) for c in a.init_containers if c.get("name") not in have]
+        if extra:
+            spec["initContainers"] = [*as_list(spec.get("initContainers")), *extra]
+    return {**pod, "spec": spec}

@@ -122,6 +122,8 @@ def _go_int(text: str) -> tuple[int, bool]:
         digits, base = body[1:].removeprefix("_"), 8
     else:
         digits, base = body, 10
+    if not digits.isascii() or digits.strip() != digits:
+        return 0, False  # Python's int() also takes spaces and non-ASCII digits; Go does not
     try:
         value = sign * int(digits, base)
     except ValueError:
