@@ -129,8 +129,8 @@ def test_the_adapter_adds_the_port_and_with_wait_master_the_init_container():
     adapter = kinds.find(job["apiVersion"], job["kind"])
     groups = adapter.pod_groups(job)
     master, worker = groups
-    on_master = adapter.pod_additions(job, groups, master, 0)
-    on_worker = adapter.pod_additions(job, groups, worker, 2)
+    added = adapter.pod_additions(job, groups)
+    on_master, on_worker = added(master, 0), added(worker, 2)
     assert on_master[0].env == (
         ("MASTER_ADDR", "j-master-0.j"),
         ("MASTER_PORT", "5000"),

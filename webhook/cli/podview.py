@@ -89,10 +89,11 @@ def _workload_pods(obj: Mapping[str, Any], namespace: str) -> list[PodRow]:
     workload = f"{obj.get('kind')} {ns}/{objects.name_of(obj) or '<generated>'}"
     rows = []
     groups = adapter.pod_groups(obj)
+    additions = pod_additions(adapter, obj, groups)
     for group in groups:
         for index in range(group.replicas):
             pod, refused = _created_pod(obj, adapter, group, index, ns)
-            added = pod_additions(adapter, obj, groups, group, index)
+            added = additions(group, index) if additions else []
             created = with_additions(pod, added)
             row = _row(workload, group.name, created, refused)
             rows.append(_noting_replaced(row, pod, created, added) if added else row)

@@ -290,10 +290,11 @@ def _appended_env_findings(
 ) -> list[Violation]:
     """The env the workload's controller appends to each pod, against autowrap's (nothing for
     kinds whose controller adds none)."""
+    additions = workload.pod_additions(adapter, obj, groups)
+    if additions is None:
+        return []
     return env_rules.check_appended(
-        plan,
-        lambda group, index: workload.pod_additions(adapter, obj, groups, group, index),
-        lambda group, index: adapter.pod_name(obj, group, index),
+        plan, additions, lambda group, index: adapter.pod_name(obj, group, index)
     )
 
 

@@ -8,7 +8,7 @@ protocol, probed with ``isinstance``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeGuard, runtime_checkable
 
@@ -152,10 +152,10 @@ class HasPodAdditions(Protocol):
     """Kinds whose controller adds env, ports or init containers to each pod it creates."""
 
     def pod_additions(
-        self, obj: Mapping[str, Any], groups: Sequence[PodGroup], group: PodGroup, index: int
-    ) -> list[PodAdditions]:
-        """What the controller adds to the ``index``-th pod of ``group`` (one of the object's
-        ``groups``), in the order it adds it; empty when the object enables nothing that does."""
+        self, obj: Mapping[str, Any], groups: Sequence[PodGroup]
+    ) -> Callable[[PodGroup, int], list[PodAdditions]] | None:
+        """What the controller adds to the ``index``-th pod of one of the object's ``groups``,
+        in the order it adds it; None when the object enables nothing that adds to pods."""
         ...
 
 
@@ -188,12 +188,12 @@ def has_pod_additions(adapter: object) -> TypeGuard[HasPodAdditions]:
 
 
 def pod_additions(
-    adapter: object, obj: Mapping[str, Any], groups: Sequence[PodGroup], group: PodGroup, index: int
-) -> list[PodAdditions]:
-    """What the kind's controller adds to one pod (nothing for kinds without the capability)."""
+    adapter: object, obj: Mapping[str, Any], groups: Sequence[PodGroup]
+) -> Callable[[PodGroup, int], list[PodAdditions]] | None:
+    """What the kind's controller adds to each pod (None for kinds without the capability)."""
     if not has_pod_additions(adapter):
-        return []
-    return adapter.pod_additions(obj, groups, group, index)
+        return None
+    return adapter.pod_additions(obj, groups)
 
 
 def with_additions(pod: Obj, added: Sequence[PodAdditions]) -> Obj:

@@ -9,7 +9,7 @@ subdomain to the job name when the template leaves them empty; task names defaul
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from webhook.core.kinds import volcano_pytorch, volcano_rules
@@ -95,13 +95,15 @@ class VolcanoJobKind:
         return Dns(master_addr=f"{host}.{subdomain}", patched=patched)
 
     def pod_additions(
-        self, obj: Mapping[str, Any], groups: Sequence[PodGroup], group: PodGroup, index: int
-    ) -> list[PodAdditions]:
+        self, obj: Mapping[str, Any], groups: Sequence[PodGroup]
+    ) -> Callable[[PodGroup, int], list[PodAdditions]] | None:
         """What Volcano's job plugins add to a pod beyond the env autowrap reads: the pytorch
         plugin's env, port and init container (``volcano_pytorch``). The svc and env plugins
         add names autowrap never sets (``VC_*``, ``VK_TASK_INDEX``), so they are left out."""
-        added = volcano_pytorch.additions(obj, groups, group, index)
-        return [added] if added is not None else []
+        pytorch = volcano_pytorch.additions(obj, groups)
+        if pytorch is None:
+            return None
+        return lambda group, index: [pytorch(group, index)]
 
     def topology_slots(
         self, obj: Mapping[str, Any], groups: Sequence[PodGroup]

@@ -27,7 +27,7 @@ pkg/controllers/job/plugins/distributed-framework/pytorch/pytorch.go:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,16 +134,15 @@ def _go_int(text: str) -> tuple[int, bool]:
 
 
 def additions(
-    obj: Mapping[str, Any], groups: Sequence[PodGroup], group: PodGroup, index: int
-) -> PodAdditions | None:
-    """What the plugin adds to the ``index``-th pod of ``group``; None when the Job does not
-    enable it or it adds nothing (no task named ``--master``)."""
+    obj: Mapping[str, Any], groups: Sequence[PodGroup]
+) -> Callable[[PodGroup, int], PodAdditions] | None:
+    """What the plugin adds to the ``index``-th pod of a group; None when the Job does not enable
+    it or it adds nothing (no task named ``--master``). What all pods share is worked out once."""
     plugins = as_map(as_map(obj.get("spec")).get("plugins"))
     if NAME not in plugins:
         return None
     f = flags(plugins.get(NAME))
-    by_name = {g.name: g for g in groups}
-    master = by_name.get(f.master)
+    master = next((g for g in groups if g.name == f.master), None)
     if master is None:
         return None
     job = objects.name_of(obj)
@@ -151,31 +150,24 @@ def additions(
     host = spec.get("hostname") or f"{job}-{master.name}-0"
     addr = f"{host}.{spec.get('subdomain') or job}"
     world = sum(g.replicas for g in groups if g.name in (f.master, f.worker))
-    env: list[tuple[str, str]] = [
-        ("MASTER_ADDR", addr),
-        ("MASTER_PORT", str(f.port)),
-        ("WORLD_SIZE", str(world)),
-    ]
-    if group.name == f.worker:
-        env.append(("RANK", str(index + 1)))
-    elif group.name == f.master:
-        env.append(("RANK", "0"))
-    init: tuple[Mapping[str, Any], ...] = ()
-    if group.name == f.worker and f.wait_master:
-        init = (
-            {
-                "name": WAIT_CONTAINER,
-                "image": f.wait_image,
-                "command": ["sh", "-c", _wait_script(addr, f.port, f.wait_timeout)],
-            },
-        )
-    return PodAdditions(
-        source=SOURCE,
-        path=PATH,
-        env=tuple(env),
-        ports=({"name": PORT_NAME, "containerPort": f.port},),
-        init_containers=init,
-    )
+    shared = (("MASTER_ADDR", addr), ("MASTER_PORT", str(f.port)), ("WORLD_SIZE", str(world)))
+    ports = ({"name": PORT_NAME, "containerPort": f.port},)
+    wait = {
+        "name": WAIT_CONTAINER,
+        "image": f.wait_image,
+        "command": ["sh", "-c", _wait_script(addr, f.port, f.wait_timeout)],
+    }
+
+    def on_pod(group: PodGroup, index: int) -> PodAdditions:
+        rank: tuple[tuple[str, str], ...] = ()
+        if group.name == f.worker:
+            rank = (("RANK", str(index + 1)),)
+        elif group.name == f.master:
+            rank = (("RANK", "0"),)
+        waits = group.name == f.worker and f.wait_master
+        return PodAdditions(SOURCE, PATH, shared + rank, ports, (wait,) if waits else ())
+
+    return on_pod
 
 
 def missing_master(obj: Mapping[str, Any], task_names: Sequence[str]) -> str | None:

@@ -152,8 +152,10 @@ class _Appended:
     """What one controller feature appends over all pods, and where it disagrees with autowrap."""
 
     source: str
+    path: FieldPath
     names: dict[str, None] = field(default_factory=dict)  # in the order it appends them
-    # name -> (pod, its value, autowrap's value) for every pod where the two differ
+    # name -> (pod, its value, autowrap's value) for every pod where the two differ (the pod is
+    # named for the first only)
     differ: dict[str, list[tuple[str, str, str]]] = field(default_factory=dict)
     # name -> how many pods get it from both
     shared: dict[str, int] = field(default_factory=dict)
@@ -168,15 +170,15 @@ def check_appended(
     keeps the last entry of a name, so where it differs from autowrap's the pod runs with it,
     beside autowrap's PET_* that torchrun reads. Refused like a user's different value; the same
     values are only warned about, since nothing keeps them the same."""
-    found: dict[FieldPath, _Appended] = {}
+    found: dict[str, _Appended] = {}  # by source: one per pod would hash a FieldPath per pod
     for group_plan in plan.groups:
         group = group_plan.group
-        if group.replicas < 1 or not additions(group, 0):
-            continue  # a feature adds to every pod of a group or to none
         desired = {e["name"]: e for e in group_plan.env}
         for index in range(group.replicas):
             for added in additions(group, index):
-                seen = found.setdefault(added.path, _Appended(added.source))
+                seen = found.get(added.source) or found.setdefault(
+                    added.source, _Appended(added.source, added.path)
+                )
                 for name, value in added.env:
                     if name not in desired:
                         continue
@@ -185,9 +187,11 @@ def check_appended(
                     if value == ours:
                         seen.shared[name] = seen.shared.get(name, 0) + 1
                     else:
-                        pod = pod_name(group, index)
-                        seen.differ.setdefault(name, []).append((pod, value, ours))
-    return [_appended_finding(path, seen) for path, seen in found.items() if seen.names]
+                        differing = seen.differ.setdefault(name, [])
+                        # Only the first is named in the message.
+                        pod = "" if differing else pod_name(group, index)
+                        differing.append((pod, value, ours))
+    return [_appended_finding(seen.path, seen) for seen in found.values() if seen.names]
 
 
 def _pod_value(entry: Mapping[str, object], group_plan: GroupPlan, index: int) -> str:
