@@ -12,7 +12,7 @@ import pytest
 from tests.builders import policy, volcano_job
 from tests.engine.helpers import outcome_of, rendered_paths
 from webhook.cli import podview
-from webhook.core import kinds
+from webhook.core import kinds, workload
 from webhook.core.kinds import volcano_pytorch
 
 PLUGIN = "spec.plugins[pytorch]"
@@ -163,3 +163,40 @@ def test_an_entry_that_refers_to_the_port_sees_autowrap_s_value():
     rows = {r.pod: r for r in podview.pods(wrapped)}
     assert dict(rows["j-worker-0"].expanded) == {"DIST_URL": "tcp://j-master-0.j:23456"}
     assert rows["j-worker-0"].master_port == "5000"
+
+
+def test_a_port_or_init_container_already_there_is_not_added_again():
+    """openContainerPort (:189-206) skips a container that has the port number; the init
+    container is added once (:213-217). The env is appended whatever is there."""
+    job = _gpu_job("--port=5000", "--wait-master-enabled").build()
+    adapter = kinds.find(job["apiVersion"], job["kind"])
+    groups = adapter.pod_groups(job)
+    added = adapter.pod_additions(job, groups)(groups[1], 0)
+    pod = {
+        "spec": {
+            "initContainers": [{"name": "wait-for-master", "image": "mine"}],
+            "containers": [
+                {"name": "a", "ports": [{"name": "mine", "containerPort": 5000}]},
+                {"name": "b", "env": [{"name": "MASTER_PORT", "value": "23456"}]},
+            ],
+        }
+    }
+    created = workload.with_additions(pod, added)
+    a, b = created["spec"]["containers"]
+    assert a["ports"] == [{"name": "mine", "containerPort": 5000}]
+    assert b["ports"] == [{"name": "pytorchjob-port", "containerPort": 5000}]
+    assert [e["name"] for e in b["env"]] == [
+        "MASTER_PORT", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"
+    ]  # fmt: skip
+    assert created["spec"]["initContainers"] == [{"name": "wait-for-master", "image": "mine"}]
+    assert "ports" not in pod["spec"]["containers"][1]  # the input is left as it was
+
+
+def test_a_kind_whose_controller_adds_nothing_gives_none():
+    obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}}
+    adapter = kinds.find("v1", "Pod")
+    assert workload.pod_additions(adapter, obj, adapter.pod_groups(obj)) is None
+    job = _cpu_job().build()
+    del job["spec"]["plugins"]
+    volcano = kinds.find(job["apiVersion"], job["kind"])
+    assert volcano.pod_additions(job, volcano.pod_groups(job)) is None
