@@ -117,17 +117,6 @@ class HasKindRules(Protocol):
     def check(self, obj: Mapping[str, Any]) -> list[Violation]: ...
 
 
-@runtime_checkable
-class HasServerDefaults(Protocol):
-    """Kinds whose own admission fills fields of the spec in after create (Volcano's mutating
-    webhook: task names, minAvailable, maxRetry, plugins)."""
-
-    def with_server_defaults(self, spec: Any, stored: Any) -> Any:
-        """``spec`` with each field that kind's admission fills in taken from ``stored`` where
-        ``spec`` leaves it out; nothing else (a field the user removed stays removed)."""
-        ...
-
-
 @dataclass(frozen=True)
 class PodAdditions:
     """What a workload's controller adds to one pod beyond its template, before the pod is
@@ -159,6 +148,17 @@ class HasPodAdditions(Protocol):
         ...
 
 
+@runtime_checkable
+class HasServerDefaults(Protocol):
+    """Kinds whose own admission fills fields of the spec in after create (Volcano's mutating
+    webhook: task names, minAvailable, maxRetry, plugins)."""
+
+    def with_server_defaults(self, spec: Any, stored: Any) -> Any:
+        """``spec`` with each field that kind's admission fills in taken from ``stored`` where
+        ``spec`` leaves it out; nothing else (a field the user removed stays removed)."""
+        ...
+
+
 _CAPABLE: dict[tuple[type, Any], bool] = {}
 
 
@@ -177,10 +177,6 @@ def has_topology(adapter: object) -> TypeGuard[HasTopology]:
 
 def has_kind_rules(adapter: object) -> TypeGuard[HasKindRules]:
     return _capable(type(adapter), HasKindRules)
-
-
-def has_server_defaults(adapter: object) -> TypeGuard[HasServerDefaults]:
-    return _capable(type(adapter), HasServerDefaults)
 
 
 def has_pod_additions(adapter: object) -> TypeGuard[HasPodAdditions]:
@@ -223,3 +219,7 @@ def with_additions(pod: Obj, added: Sequence[PodAdditions]) -> Obj:
         if extra:
             spec["initContainers"] = [*as_list(spec.get("initContainers")), *extra]
     return {**pod, "spec": spec}
+
+
+def has_server_defaults(adapter: object) -> TypeGuard[HasServerDefaults]:
+    return _capable(type(adapter), HasServerDefaults)
