@@ -23,20 +23,27 @@ EXAMPLES = REPO / "examples"
 UPDATE = os.environ.get("AUTOWRAP_UPDATE_GOLDEN") == "1"
 
 
+# Subfolders of examples/ whose files are golden cases too, named <folder>-<file>.
+SUBFOLDERS = ("invalid", "migration")
+
+
 def _example_for(case: Path) -> Path:
     name = case.name
-    if name.startswith("invalid-"):
-        return EXAMPLES / "invalid" / f"{name.removeprefix('invalid-')}.yaml"
+    for folder in SUBFOLDERS:
+        if name.startswith(f"{folder}-"):
+            return EXAMPLES / folder / f"{name.removeprefix(f'{folder}-')}.yaml"
     return EXAMPLES / f"{name}.yaml"
 
 
 def _case_for(example: Path) -> str:
-    prefix = "invalid-" if example.parent.name == "invalid" else ""
+    prefix = f"{example.parent.name}-" if example.parent.name in SUBFOLDERS else ""
     return prefix + example.stem
 
 
 CASES = sorted(p for p in GOLDEN.iterdir() if p.is_dir()) if GOLDEN.is_dir() else []
-EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml")) + sorted((EXAMPLES / "invalid").glob("*.yaml"))
+EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml")) + [
+    f for folder in SUBFOLDERS for f in sorted((EXAMPLES / folder).glob("*.yaml"))
+]
 
 
 def _run(case: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

@@ -18,12 +18,15 @@ volcano.md §2-§3). What adopt mode relies on:
   (``controllers/job/state/pending.go:58-65``);
 * the ``svc`` plugin (hostname/subdomain, ``{job}-svc`` ConfigMap, headless Service, host env)
   and the ``env`` plugin (``VK_TASK_INDEX``/``VC_TASK_INDEX``);
+* the ``pytorch`` plugin's env and container port, with its flags in the ``--name=value`` form
+  (``pytorch.go:91-157``, ``:189-206``);
 * admission: the frozen-spec UPDATE check (``admit_job.go:239-305``), registered on the cluster
   by :func:`install_webhooks`, and the CREATE defaults of ``mutate_job.go`` as :func:`defaulted`.
 
 Not modelled: lifecycle policies, retries and restarts, bus Commands, the other plugins
-(pytorch, mpi, ssh, tensorflow …), NetworkPolicy, queue capacity and the queue checks of the
-CREATE webhook, out-of-sync pod deletion, job TTL, partitions.
+(mpi, ssh, tensorflow …), the pytorch plugin's ``wait-for-master`` init container,
+NetworkPolicy, queue capacity and the queue checks of the CREATE webhook, out-of-sync pod
+deletion, job TTL, partitions.
 """
 
 from __future__ import annotations
@@ -233,6 +236,8 @@ class Volcano(Simulator):
                 c.setdefault("env", []).extend(
                     {"name": n, "value": str(index)} for n in ("VK_TASK_INDEX", "VC_TASK_INDEX")
                 )
+        if "pytorch" in plugins:
+            _pytorch_on_pod_create(job, task_name, index, pod_spec, plugins["pytorch"] or [])
         return pod
 
     # -- svc plugin (pkg/controllers/job/plugins/svc) ----------------------------------------------
@@ -425,3 +430,42 @@ def install_webhooks(cluster: FakeCluster) -> None:
     for tests that submit jobs as Volcano would have stored them.
     """
     cluster.add_validating_webhook("validatejob.volcano.sh", frozen_spec_denial)
+
+
+# -- pytorch plugin (pkg/controllers/job/plugins/distributed-framework/pytorch/pytorch.go) ---------
+
+
+def _pytorch_on_pod_create(
+    job: JsonDict, task: str, index: int, pod_spec: JsonDict, args: list[str]
+) -> None:
+    """OnPodCreate (:91-146): nothing without the --master task; else MASTER_ADDR, MASTER_PORT,
+    WORLD_SIZE (master + worker replicas) and, on master and worker pods, RANK appended to every
+    container (not init containers), and the port ``pytorchjob-port`` where it is missing."""
+    flags = {"master": "master", "worker": "worker", "port": "23456"}
+    for arg in args:
+        name, _, value = str(arg).lstrip("-").partition("=")
+        if name in flags:
+            flags[name] = value
+    tasks = (job.get("spec") or {}).get("tasks") or []
+    master = next((t for t in tasks if t.get("name") == flags["master"]), None)
+    if master is None:
+        return
+    name = meta(job)["name"]
+    mspec = (master.get("template") or {}).get("spec") or {}
+    host = mspec.get("hostname") or pod_name(name, flags["master"], 0)
+    world = sum(int(t.get("replicas") or 0) for t in tasks
+                if t.get("name") in (flags["master"], flags["worker"]))  # fmt: skip
+    env = [
+        {"name": "MASTER_ADDR", "value": f"{host}.{mspec.get('subdomain') or name}"},
+        {"name": "MASTER_PORT", "value": flags["port"]},
+        {"name": "WORLD_SIZE", "value": str(world)},
+    ]
+    if task == flags["worker"]:
+        env.append({"name": "RANK", "value": str(index + 1)})
+    elif task == flags["master"]:
+        env.append({"name": "RANK", "value": "0"})
+    for c in pod_spec.get("containers") or []:
+        c.setdefault("env", []).extend(copy.deepcopy(env))
+        if not any(p.get("containerPort") == int(flags["port"]) for p in c.get("ports") or []):
+            port = {"name": "pytorchjob-port", "containerPort": int(flags["port"])}
+            c.setdefault("ports", []).append(port)

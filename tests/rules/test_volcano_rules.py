@@ -69,7 +69,7 @@ W = volcano_job("j").task("w", replicas=2)
         pytest.param(
             W.clone().spec(plugins={"pytorch": ["--master=master"]}),
             [("spec.plugins[pytorch]", "warning")],
-            id="Volcano's pytorch plugin overrides the env",
+            id="the pytorch plugin without its master task adds nothing",
         ),
     ],
 )

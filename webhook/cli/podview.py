@@ -14,13 +14,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from webhook.core import kinds
 from webhook.core.plumbing import env as env_plumbing
 from webhook.core.plumbing import pods as pod_plumbing
-from webhook.core.workload import KindAdapter, PodGroup
+from webhook.core.workload import (
+    KindAdapter,
+    PodAdditions,
+    PodGroup,
+    pod_additions,
+    with_additions,
+)
 from webhook.model import objects
 from webhook.model.objects import Obj, as_list, as_map
 
@@ -82,11 +88,45 @@ def _workload_pods(obj: Mapping[str, Any], namespace: str) -> list[PodRow]:
     ns = str(as_map(obj.get("metadata")).get("namespace") or namespace)
     workload = f"{obj.get('kind')} {ns}/{objects.name_of(obj) or '<generated>'}"
     rows = []
-    for group in adapter.pod_groups(obj):
+    groups = adapter.pod_groups(obj)
+    additions = pod_additions(adapter, obj, groups)
+    for group in groups:
         for index in range(group.replicas):
             pod, refused = _created_pod(obj, adapter, group, index, ns)
-            rows.append(_row(workload, group.name, pod, refused))
+            added = additions(group, index) if additions else []
+            created = with_additions(pod, added)
+            row = _row(workload, group.name, created, refused)
+            rows.append(_noting_replaced(row, pod, created, added) if added else row)
     return rows
+
+
+def _first_container(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    containers = as_list(as_map(pod.get("spec")).get("containers"))
+    return as_map(containers[0]) if containers else {}
+
+
+def _noting_replaced(
+    row: PodRow, template_pod: Obj, created: Obj, added: list[PodAdditions]
+) -> PodRow:
+    """The row with a note naming each value the controller's additions replace (kubelet keeps
+    the last entry of a name), and the PET_* mirror torchrun still reads."""
+    before, _ = resolve_env(template_pod, _first_container(template_pod))
+    after, _ = resolve_env(created, _first_container(created))
+    notes = []
+    for a in added:
+        replaced = [n for n, _ in a.env if n in before and before[n] != after.get(n)]
+        if not replaced:
+            continue
+        values = ", ".join(
+            f"{n}={after.get(n)} (autowrap's: {before[n] or UNKNOWN})" for n in replaced
+        )
+        mirrors = [f"PET_{n}={after[f'PET_{n}']}" for n in replaced if f"PET_{n}" in after]
+        still = f"; torchrun still reads {', '.join(mirrors)}" if mirrors else ""
+        notes.append(
+            f"{a.source} ({a.path}) appends {values} after autowrap's entries, and kubelet "
+            f"keeps the last, so this pod runs with them{still}"
+        )
+    return replace(row, notes=(*row.notes, *notes)) if notes else row
 
 
 def _created_pod(

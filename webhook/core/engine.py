@@ -266,6 +266,7 @@ def workload_findings(obj: Obj, adapter: KindAdapter, policy: PolicySpec) -> lis
     if prepared.plan is not None:
         found += env_rules.check(prepared.plan, extra_reserved=policy.reserved_env)
         found += accelerator_rules.check(prepared.plan)
+        found += _appended_env_findings(obj, adapter, prepared.groups, prepared.plan)
     found += pod_templates.check(obj, prepared.groups)
     found += partitions.check(prepared.groups)
     found += rendezvous.check(prepared.groups, prepared.master)
@@ -282,6 +283,19 @@ def workload_findings(obj: Obj, adapter: KindAdapter, policy: PolicySpec) -> lis
     if workload.has_kind_rules(adapter):
         found += adapter.check(obj)
     return found
+
+
+def _appended_env_findings(
+    obj: Obj, adapter: KindAdapter, groups: list[PodGroup], plan: env_plumbing.Plan
+) -> list[Violation]:
+    """The env the workload's controller appends to each pod, against autowrap's (nothing for
+    kinds whose controller adds none)."""
+    additions = workload.pod_additions(adapter, obj, groups)
+    if additions is None:
+        return []
+    return env_rules.check_appended(
+        plan, additions, lambda group, index: adapter.pod_name(obj, group, index)
+    )
 
 
 @dataclass(frozen=True)

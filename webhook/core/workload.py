@@ -8,12 +8,12 @@ protocol, probed with ``isinstance``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 from webhook.model.fields import FieldPath, Violation
-from webhook.model.objects import Obj
+from webhook.model.objects import Obj, as_list, as_map
 
 
 @dataclass(frozen=True)
@@ -117,6 +117,37 @@ class HasKindRules(Protocol):
     def check(self, obj: Mapping[str, Any]) -> list[Violation]: ...
 
 
+@dataclass(frozen=True)
+class PodAdditions:
+    """What a workload's controller adds to one pod beyond its template, before the pod is
+    created (Volcano's job plugins, ``OnPodCreate``).
+
+    ``env`` is appended to every container (not init containers) after the template's entries,
+    so where a name repeats one of autowrap's, kubelet gives the process this value (it keeps
+    the last entry of a name). ``ports`` are added to every container that lacks that port
+    number, and ``init_containers`` appended unless one of that name exists. ``source`` names
+    the feature in words and ``path`` the field that asked for it.
+    """
+
+    source: str
+    path: FieldPath
+    env: tuple[tuple[str, str], ...] = ()
+    ports: tuple[Mapping[str, Any], ...] = ()
+    init_containers: tuple[Mapping[str, Any], ...] = ()
+
+
+@runtime_checkable
+class HasPodAdditions(Protocol):
+    """Kinds whose controller adds env, ports or init containers to each pod it creates."""
+
+    def pod_additions(
+        self, obj: Mapping[str, Any], groups: Sequence[PodGroup]
+    ) -> Callable[[PodGroup, int], list[PodAdditions]] | None:
+        """What the controller adds to the ``index``-th pod of one of the object's ``groups``,
+        in the order it adds it; None when the object enables nothing that adds to pods."""
+        ...
+
+
 @runtime_checkable
 class HasServerDefaults(Protocol):
     """Kinds whose own admission fills fields of the spec in after create (Volcano's mutating
@@ -146,6 +177,48 @@ def has_topology(adapter: object) -> TypeGuard[HasTopology]:
 
 def has_kind_rules(adapter: object) -> TypeGuard[HasKindRules]:
     return _capable(type(adapter), HasKindRules)
+
+
+def has_pod_additions(adapter: object) -> TypeGuard[HasPodAdditions]:
+    return _capable(type(adapter), HasPodAdditions)
+
+
+def pod_additions(
+    adapter: object, obj: Mapping[str, Any], groups: Sequence[PodGroup]
+) -> Callable[[PodGroup, int], list[PodAdditions]] | None:
+    """What the kind's controller adds to each pod (None for kinds without the capability)."""
+    if not has_pod_additions(adapter):
+        return None
+    return adapter.pod_additions(obj, groups)
+
+
+def with_additions(pod: Obj, added: Sequence[PodAdditions]) -> Obj:
+    """The pod as its controller creates it: ``added``'s env after every container's own, its
+    ports where a container lacks that port number, its init containers where none has that
+    name. A new pod; ``pod`` is not changed."""
+    if not added:
+        return pod
+    spec = dict(as_map(pod.get("spec")))
+    containers = []
+    for raw in as_list(spec.get("containers")):
+        container = dict(as_map(raw))
+        for a in added:
+            container["env"] = [
+                *as_list(container.get("env")),
+                *({"name": n, "value": v} for n, v in a.env),
+            ]
+            have = {as_map(p).get("containerPort") for p in as_list(container.get("ports"))}
+            ports = [dict(p) for p in a.ports if p.get("containerPort") not in have]
+            if ports:
+                container["ports"] = [*as_list(container.get("ports")), *ports]
+        containers.append(container)
+    spec["containers"] = containers
+    for a in added:
+        have = {as_map(c).get("name") for c in as_list(spec.get("initContainers"))}
+        extra = [dict(c) for c in a.init_containers if c.get("name") not in have]
+        if extra:
+            spec["initContainers"] = [*as_list(spec.get("initContainers")), *extra]
+    return {**pod, "spec": spec}
 
 
 def has_server_defaults(adapter: object) -> TypeGuard[HasServerDefaults]:

@@ -9,11 +9,11 @@ subdomain to the job name when the template leaves them empty; task names defaul
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from webhook.core.kinds import volcano_rules
-from webhook.core.workload import Dns, Partition, PodGroup, TopologySlot
+from webhook.core.kinds import volcano_pytorch, volcano_rules
+from webhook.core.workload import Dns, Partition, PodAdditions, PodGroup, TopologySlot
 from webhook.model import dnsnames, names, objects
 from webhook.model.fields import METADATA, SPEC, FieldPath, Violation, error, warning
 from webhook.model.objects import Obj, as_list, as_map, int_or_none
@@ -94,6 +94,17 @@ class VolcanoJobKind:
         subdomain = pod_spec.get("subdomain") or job
         return Dns(master_addr=f"{host}.{subdomain}", patched=patched)
 
+    def pod_additions(
+        self, obj: Mapping[str, Any], groups: Sequence[PodGroup]
+    ) -> Callable[[PodGroup, int], list[PodAdditions]] | None:
+        """What Volcano's job plugins add to a pod beyond the env autowrap reads: the pytorch
+        plugin's env, port and init container (``volcano_pytorch``). The svc and env plugins
+        add names autowrap never sets (``VC_*``, ``VK_TASK_INDEX``), so they are left out."""
+        pytorch = volcano_pytorch.additions(obj, groups)
+        if pytorch is None:
+            return None
+        return lambda group, index: [pytorch(group, index)]
+
     def topology_slots(
         self, obj: Mapping[str, Any], groups: Sequence[PodGroup]
     ) -> list[TopologySlot]:
@@ -169,7 +180,7 @@ class VolcanoJobKind:
                 )
             )
         found += self._check_lifecycle(spec)
-        found += self._check_plugins(spec)
+        found += self._check_plugins(obj, [g.name for g in groups])
         found += volcano_rules.check(spec, [g.name for g in groups])
         return found
 
@@ -247,7 +258,8 @@ class VolcanoJobKind:
                 found.append(_complete_job_warning(SPEC.child("policies").index(j)))
         return found
 
-    def _check_plugins(self, spec: Mapping[str, Any]) -> list[Violation]:
+    def _check_plugins(self, obj: Mapping[str, Any], task_names: list[str]) -> list[Violation]:
+        spec = as_map(obj.get("spec"))
         plugins = as_map(spec.get("plugins"))
         found = []
         svc = plugins.get("svc")
@@ -259,13 +271,15 @@ class VolcanoJobKind:
                     "Ready, so rendezvous on MASTER_ADDR can fail at start; drop that argument",
                 )
             )
-        if "pytorch" in plugins:
+        # Where the plugin does add env, the env rule compares it with autowrap's.
+        master = volcano_pytorch.missing_master(obj, task_names)
+        if master is not None:
             found.append(
                 warning(
-                    SPEC.child("plugins").key("pytorch"),
-                    "Volcano's pytorch plugin appends its own MASTER_ADDR, WORLD_SIZE (pods, not "
-                    "processes) and RANK after autowrap's, and the later entry wins; remove the "
-                    "pytorch plugin",
+                    volcano_pytorch.PATH,
+                    f"{volcano_pytorch.SOURCE} looks for a task named {master!r} (its --master) "
+                    "and adds nothing without one; autowrap sets MASTER_ADDR, MASTER_PORT, "
+                    "WORLD_SIZE, RANK and torchrun's PET_* itself, so remove the pytorch plugin",
                 )
             )
         return found

@@ -7,7 +7,8 @@ training operator and arena both let one side win without a word).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from webhook.core.plumbing.env import (
     CONTAINER_LISTS,
@@ -17,6 +18,7 @@ from webhook.core.plumbing.env import (
     nproc_source,
     same_entry,
 )
+from webhook.core.workload import PodAdditions, PodGroup
 from webhook.model import names
 from webhook.model.fields import FieldPath, Violation, error, warning
 from webhook.model.objects import as_list, as_map
@@ -140,3 +142,103 @@ def _check_master_accelerators(plan: Plan) -> list[Violation]:
             f" and leave this one out of the world ({names.EXCLUDE_TASKS_ANNOTATION})",
         )
     ]
+
+
+# --- env a workload's controller appends ---------------------------------------------------------
+
+
+@dataclass
+class _Appended:
+    """What one controller feature appends over all pods, and where it disagrees with autowrap."""
+
+    source: str
+    path: FieldPath
+    names: dict[str, None] = field(default_factory=dict)  # in the order it appends them
+    # name -> (pod, its value, autowrap's value) for every pod where the two differ (the pod is
+    # named for the first only)
+    differ: dict[str, list[tuple[str, str, str]]] = field(default_factory=dict)
+    # name -> how many pods get it from both
+    shared: dict[str, int] = field(default_factory=dict)
+
+
+def check_appended(
+    plan: Plan,
+    additions: Callable[[PodGroup, int], Sequence[PodAdditions]],
+    pod_name: Callable[[PodGroup, int], str],
+) -> list[Violation]:
+    """Env a workload's controller appends after autowrap's (Volcano's pytorch plugin): kubelet
+    keeps the last entry of a name, so where it differs from autowrap's the pod runs with it,
+    beside autowrap's PET_* that torchrun reads. Refused like a user's different value; the same
+    values are only warned about, since nothing keeps them the same."""
+    found: dict[str, _Appended] = {}  # by source: one per pod would hash a FieldPath per pod
+    for group_plan in plan.groups:
+        group = group_plan.group
+        desired = {e["name"]: e for e in group_plan.env}
+        for index in range(group.replicas):
+            for added in additions(group, index):
+                seen = found.get(added.source) or found.setdefault(
+                    added.source, _Appended(added.source, added.path)
+                )
+                for name, value in added.env:
+                    if name not in desired:
+                        continue
+                    seen.names[name] = None
+                    ours = _pod_value(desired[name], group_plan, index)
+                    if value == ours:
+                        seen.shared[name] = seen.shared.get(name, 0) + 1
+                    else:
+                        differing = seen.differ.setdefault(name, [])
+                        # Only the first is named in the message.
+                        pod = "" if differing else pod_name(group, index)
+                        differing.append((pod, value, ours))
+    return [_appended_finding(seen.path, seen) for seen in found.values() if seen.names]
+
+
+def _pod_value(entry: Mapping[str, object], group_plan: GroupPlan, index: int) -> str:
+    """autowrap's value of one entry in the ``index``-th pod of a group: its literal, else the
+    pod's node rank (every per-pod entry autowrap injects, RANK, NODE_RANK and PET_NODE_RANK,
+    reads it)."""
+    if "value" in entry:
+        return str(entry["value"])
+    return str(group_plan.offset + index)
+
+
+def _appended_finding(path: FieldPath, seen: _Appended) -> Violation:
+    listed = _words(list(seen.names))
+    if not seen.differ:
+        return warning(
+            path,
+            f"{seen.source} appends {listed} after autowrap's entries; they equal autowrap's in "
+            "every pod today, but kubelet keeps the last entry of a name, so once they differ "
+            "(its WORLD_SIZE counts pods, not processes: a GPU more per pod is enough) the pods "
+            f"silently run with its values; remove {path}",
+        )
+    parts = []
+    for name, pods in seen.differ.items():
+        pod, value, ours = pods[0]
+        pairs = {(v, o) for _, v, o in pods}
+        if len(pairs) == 1 and not seen.shared.get(name):
+            parts.append(f"{name}={value} in every pod (autowrap's: {ours})")
+        else:
+            more = f", and {len(pods) - 1} more pod(s)" if len(pods) > 1 else ""
+            parts.append(f"{name}={value} in {pod} (autowrap's: {ours}){more}")
+    fixes = [f"remove {path} (autowrap sets {listed} itself, with torchrun's PET_* mirrors)"]
+    port = seen.differ.get("MASTER_PORT")
+    if port:
+        fixes.append(
+            f"to keep port {port[0][1]}, set the annotation {names.MASTER_PORT_ANNOTATION}: "
+            f'"{port[0][1]}" on the job'
+        )
+    return error(
+        path,
+        f"{seen.source} appends its own {_words(list(seen.differ))} after autowrap's entries, "
+        "and kubelet keeps the last entry of a name, so the pods would run with "
+        + _words(parts)
+        + ", while torchrun reads autowrap's PET_*; "
+        + "; ".join(fixes)
+        + "; see docs/migration.md",
+    )
+
+
+def _words(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
