@@ -34,7 +34,7 @@ from testbed.apiserver import (
     status_json,
 )
 from testbed.cluster import fields as managed
-from testbed.cluster import patches
+from testbed.cluster import patches, podupdate
 from testbed.cluster.common import parse_label_selector
 from testbed.cluster.resources import ALL, NAMESPACES, PODS, Resource, find
 
@@ -433,6 +433,8 @@ class Store:
         meta["creationTimestamp"] = rfc3339_now()
         meta["generation"] = 1
         self._check_schema(res, new)
+        if res == PODS:
+            self._check_pod(new, None)
         key = self._key(res, ns, name)
         existing = table.get(key)
         if existing is not None:
@@ -446,17 +448,34 @@ class Store:
         self._settle()
         return copy.deepcopy(table.get(key, new))
 
-    def validate(self, res: Resource, obj: JsonDict, *, creating: bool) -> None:
+    def validate(
+        self, res: Resource, obj: JsonDict, *, creating: bool, old: JsonDict | None = None
+    ) -> None:
         """The strategy's validation of a create or an update, as rest.BeforeCreate and
         rest.BeforeUpdate run it (k8s.io/apiserver pkg/registry/rest/create.go:130-133,
         update.go:154-157 at 24a394e5): the name on create, then a custom resource's CRD
         schema; raises the 422 Invalid. The front door runs it between name generation and
         the validating webhooks (registry/store.go:569 before :575, :825 before :839-843);
         commit_create and commit_update run the same checks, so a direct write gets them too.
+        ``old``: the stored object an update replaces (a pod's update is checked against it).
         """
         if creating:
             self._validate_name(res, str(_meta(obj).get("name") or ""))
         self._check_schema(res, obj)
+        if res == PODS:
+            self._check_pod(obj, old)
+
+    @staticmethod
+    def _check_pod(pod: JsonDict, old: JsonDict | None) -> None:
+        """The pod strategy's Validate/ValidateUpdate: ValidatePodCreate's gated-pod rule and
+        ValidatePodUpdate's frozen spec (testbed/cluster/podupdate.py)."""
+        if old is None:
+            errors = podupdate.create_errors(pod)
+        else:
+            errors = podupdate.pod_update_errors(pod, old)
+        if errors:
+            message, details = podupdate.invalid_pod(str(_meta(pod).get("name") or ""), errors)
+            raise ApiError(422, message, "Invalid", details)
 
     def _check_schema(self, res: Resource, obj: JsonDict) -> None:
         if not self.validate_schemas or res.crd_file is None:
@@ -576,6 +595,8 @@ class Store:
         if subresource != "status" and _body(new) != _body(old):
             meta["generation"] = int(_meta(old).get("generation") or 0) + 1
         self._check_schema(res, new)
+        if res == PODS and not subresource:
+            self._check_pod(new, old)
         if new == old:
             return copy.deepcopy(old)  # a no-op update is not written (no new resourceVersion)
         if dry_run:

@@ -201,7 +201,9 @@ async def adopting(tmp_path: Path, *, without: Sequence[Resource] = ()) -> Async
     api.store.create(LOCALQUEUES, {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
                                    "metadata": {"name": QUEUE, "namespace": NAMESPACE},
                                    "spec": {"clusterQueue": "cq"}})  # fmt: skip
-    harness = Adopting(api, api.write_kubeconfig(tmp_path / "kubeconfig"))
+    # autowrap runs as its ServiceAccount, under the RBAC deploy/base grants it.
+    kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig", token=api.authorize_autowrap())
+    harness = Adopting(api, kubeconfig)
     try:
         yield harness
     finally:
