@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from testbed import schemas
+from testbed import prerequisites, schemas
 from testbed.apiserver import (
     METADATA_NAME_LABEL,
     generate_name,
@@ -255,7 +255,8 @@ class Store:
     ``grace_period_seconds=0`` arrives, which is what the kubelet sends.
     ``validate_schemas``: custom resources whose CRD is in ../shared/crds are checked against
     its openAPIV3Schema on every write (422 Invalid, like the CR strategy's Validate); unknown
-    fields are accepted rather than pruned.
+    fields are accepted rather than pruned. Without ../shared/crds that is a warning, or an
+    error under AUTOWRAP_TESTS_REQUIRE_ALL (testbed/prerequisites.py).
     """
 
     def __init__(
@@ -270,7 +271,7 @@ class Store:
         self.resources: tuple[Resource, ...] = tuple(resources)
         self.require_namespaces = require_namespaces
         self.graceful_pod_deletion = graceful_pod_deletion
-        self.validate_schemas = validate_schemas and schemas.CRD_DIR.is_dir()
+        self.validate_schemas = prerequisites.schema_validation(validate_schemas)
         self._objects: dict[Resource, dict[tuple[str, str], JsonDict]] = {
             r: {} for r in self.resources
         }

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
+from testbed import prerequisites
 from testbed.apiserver import ApiserverEmulator, UserInfo, selector_matches
 from testbed.cluster.rbac import Rbac
 from testbed.pki import ServingPki
@@ -89,8 +90,7 @@ def _render(variant: str) -> tuple[Obj, ...]:
 
 
 def render(variant: str) -> tuple[Obj, ...]:
-    if shutil.which("kubectl") is None:
-        pytest.skip("kubectl is not on PATH: the kustomize renderings cannot be built")
+    prerequisites.kubectl()  # skipped without it, failed in CI
     return _render(variant)
 
 

@@ -16,6 +16,7 @@ from kubernetes.aio.client.exceptions import ApiException
 from kubernetes.aio.config.kube_config import new_client_from_config
 from kubernetes.aio.watch import Watch
 
+from testbed import prerequisites
 from testbed.apiserver import UserInfo
 from testbed.cluster import patches
 from testbed.cluster import resources as r
@@ -896,9 +897,8 @@ async def test_front_door_in_process_webhooks_see_the_name_generated_one_include
 async def test_front_door_checks_the_schema_before_in_process_webhooks() -> None:
     # k8s.io/apiserver pkg/registry/generic/registry/store.go:569 (rest.BeforeCreate) before
     # :575 (createValidation): an object the CRD schema refuses reaches no validating webhook.
+    prerequisites.crds()
     fake = FakeCluster()
-    if not fake.store.validate_schemas:
-        pytest.skip("../shared/crds is not present")
     seen: list[str] = []
     fake.add_validating_webhook("recorder", lambda q: seen.append(q["operation"]))
     bad = {"metadata": {"name": "j", "namespace": "default"}, "spec": {"minAvailable": "two"}}
@@ -911,9 +911,8 @@ async def test_front_door_checks_the_schema_before_in_process_webhooks() -> None
 
 
 def test_store_checks_custom_resources_against_the_crd_schema() -> None:
+    prerequisites.crds()
     store = Store()
-    if not store.validate_schemas:
-        pytest.skip("../shared/crds is not present")
     bad = {"metadata": {"name": "j", "namespace": "default"}, "spec": {"minAvailable": "two"}}
     with pytest.raises(ApiError) as err:
         store.create(r.VCJOBS, bad)
