@@ -61,6 +61,12 @@ def _validator(file: str, version: str) -> jsonschema.protocols.Validator:
     return cls(schema)
 
 
+def load(file: str, version: str) -> None:
+    """Read and compile a CRD's schema now (about a second for the larger CRDs), so that the
+    first write to check does not pay for it inside a timed request."""
+    _validator(file, version)
+
+
 def _embedded_paths(schema: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     """Schema paths of embedded resources, with "*" for array items."""
     if not isinstance(schema, dict):

@@ -285,6 +285,7 @@ class FakeCluster:
     async def start(self) -> None:
         if self._runner is not None:
             return
+        await asyncio.to_thread(self.store.load_schemas)
         app = web.Application(middlewares=[self._middleware], client_max_size=8 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._route)
         runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None)

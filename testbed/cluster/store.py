@@ -286,6 +286,15 @@ class Store:
             for name in SYSTEM_NAMESPACES:
                 self.create(NAMESPACES, {"metadata": {"name": name}})
 
+    def load_schemas(self) -> None:
+        """Compile the CRD schemas this store checks, ahead of the first write (the fake
+        cluster does it before it serves: a first write otherwise spends a second of an
+        admission webhook's budget reading a CRD)."""
+        if self.validate_schemas:
+            for res in self.resources:
+                if res.crd_file is not None:
+                    schemas.load(res.crd_file, res.version)
+
     # -- public reads ----------------------------------------------------------------------
 
     @property
