@@ -366,7 +366,9 @@ async def one_round(mode: Mode, jobs: int, work: Path, label: str) -> dict[str, 
     store = cluster.store
     tracker = Tracker()
     store.on_write(tracker)
-    kubeconfig = cluster.write_kubeconfig(work / "kubeconfig", namespace=names.SERVICE_NAMESPACE)
+    # autowrap runs as its ServiceAccount, under the RBAC deploy/base grants it.
+    kubeconfig = cluster.write_kubeconfig(work / "kubeconfig", namespace=names.SERVICE_NAMESPACE,
+                                          token=cluster.authorize_autowrap())  # fmt: skip
     server = load.Process("autowrap", [], load.free_port(), work / "autowrap.log")
     metrics_port = load.free_port()
     server.argv = [

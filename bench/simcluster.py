@@ -295,7 +295,9 @@ async def serve(control_port: int, work: Path) -> None:
     counts = Counts()
     fake.store.on_write(counts)
     await fake.start()
-    fake.write_kubeconfig(work / "kubeconfig", namespace=names.SERVICE_NAMESPACE)
+    # autowrap runs as its ServiceAccount, under the RBAC deploy/base grants it.
+    fake.write_kubeconfig(work / "kubeconfig", namespace=names.SERVICE_NAMESPACE,
+                          token=fake.authorize_autowrap())  # fmt: skip
     options = {
         "kueue": {"auto_admit": False, "flavors": {FLAVOR: {"nodeLabels": POOL}}},
         "kubelet": {"nodes": {"node-0": POOL}},

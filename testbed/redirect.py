@@ -15,6 +15,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from testbed import prerequisites
 from testbed.apiserver import AdmissionResult, ApiserverEmulator, UserInfo
 from testbed.cluster.cluster import FakeCluster
 from testbed.pki import ServingPki
@@ -37,11 +38,7 @@ COMPONENTS = re.compile(r"/namespaces/[^/]+/(jobs|pods|services)$")
 @cache
 def webhook_configurations() -> tuple[Obj, ...]:
     """The Mutating/ValidatingWebhookConfigurations exactly as `kubectl apply -k` would create."""
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        import pytest  # only to skip the test that needs it
-
-        pytest.skip("kubectl is not installed: cannot render deploy/ for the apiserver emulator")
+    kubectl = prerequisites.kubectl()
     import yaml
 
     out = subprocess.run(

@@ -592,12 +592,14 @@ async def load(
     *,
     clients: int = 4,
     new_connection_every: int = 1,
+    limit: int | None = None,
 ) -> None:
-    """Send the request mix from ``clients`` clients until ``stop``; every answer is judged.
+    """Send the request mix from ``clients`` clients until ``stop`` (or ``limit`` requests in
+    all); every answer is judged.
 
     ``new_connection_every=1`` makes every request a fresh TLS handshake.
     """
-    counter = iter(range(10**9))
+    counter = iter(range(10**9 if limit is None else limit))
 
     async def client() -> None:
         session: aiohttp.ClientSession | None = None
@@ -609,7 +611,9 @@ async def load(
                         await session.close()
                     session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15))
                     tally.handshakes += 1
-                index = next(counter)
+                index = next(counter, None)
+                if index is None:
+                    break
                 path, body, uid = request_mix(index)
                 answer = await post(session, port, path, body, tls)
                 sent += 1
@@ -724,17 +728,27 @@ async def start_serve(
     raise AssertionError(f"autowrap serve did not become ready: {log.read_text()}")
 
 
-async def soak(served: Served, seconds: float, *, clients: int = 4, sample_every: float = 2.0,
+async def soak(served: Served, seconds: float | None = None, *, requests: int | None = None,
+               clients: int = 4, sample_every: float = 2.0,
                warm_up: float = 3.0) -> dict[str, Any]:  # fmt: skip
-    """Load a served process for ``seconds``; its RSS is sampled after ``warm_up``."""
+    """Load a served process for ``seconds`` (a measurement: bench/), or until it has
+    answered ``requests`` (a check: the same work whatever the machine's speed). Its RSS is
+    sampled every ``sample_every`` seconds after ``warm_up``; by requests, once a quarter of
+    them are answered and at the end."""
     pid = served.process.pid
     tls = served.pki.client_context()
     tally, stop = LoadTally(), asyncio.Event()
     traffic = asyncio.create_task(load(served.port, tls, stop, tally, clients=clients,
-                                       new_connection_every=50))  # fmt: skip
+                                       new_connection_every=50, limit=requests))  # fmt: skip
     started = time.monotonic()
     samples: list[tuple[float, int]] = []
-    while time.monotonic() - started < seconds:
+    if requests is not None:
+        while tally.requests < requests // 4 and not traffic.done():
+            await asyncio.sleep(0.05)  # until a quarter is answered, however long that takes
+        samples.append((tally.requests, rss_kib(pid)))
+        await traffic
+        samples.append((tally.requests, rss_kib(pid)))
+    while seconds is not None and time.monotonic() - started < seconds:
         await asyncio.sleep(sample_every)
         elapsed = time.monotonic() - started
         if elapsed >= warm_up:

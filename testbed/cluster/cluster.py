@@ -45,6 +45,7 @@ from testbed.apiserver import (
 from testbed.apiserver import generate_name as _generate_name
 from testbed.cluster import fields as managed
 from testbed.cluster import patches
+from testbed.cluster import rbac as authz
 from testbed.cluster.common import (
     DEFAULT_TOKEN,
     AccessRule,
@@ -79,6 +80,10 @@ AUTHENTICATION = "authentication.k8s.io"
 APPWRAPPER_GROUP_KIND = (APPWRAPPER_GROUP, "AppWrapper")
 NOT_FOUND_MESSAGE = "the server could not find the requested resource"
 DEFAULT_BOOKMARK_INTERVAL = 1.0
+# The bearer token autowrap's kubeconfig carries when a test runs it under its RBAC, and one
+# that is always the cluster's administrator (an installer's kubectl).
+AUTOWRAP_TOKEN = "autowrap-serviceaccount-token"
+ADMIN_TOKEN = "cluster-admin-token"
 _USER = web.RequestKey("user", UserInfo)
 # Stores with ReturnDeletedObject (pod, service and namespace REST); others answer a Status.
 _RETURNS_DELETED = (PODS, SERVICES, NAMESPACES)
@@ -241,7 +246,7 @@ class FakeCluster:
         self.store = store or Store(resources)
         self.emulator: ApiserverEmulator | None = None
         self.token = token
-        self.users: dict[str, UserInfo] = {token: ADMIN, **(users or {})}
+        self.users: dict[str, UserInfo] = {token: ADMIN, ADMIN_TOKEN: ADMIN, **(users or {})}
         self.bookmark_interval = bookmark_interval
         self.host = host
         self.port = 0
@@ -249,6 +254,9 @@ class FakeCluster:
         self.faults: list[Fault] = []
         self.access_rules: list[AccessRule] = []
         self.default_allow = default_allow
+        # RBAC, and the users whose own requests it authorizes (see enforce_rbac).
+        self.rbac: authz.Rbac | None = None
+        self.under_rbac: set[str] = set()
         self.sars: list[JsonDict] = []
         self.token_reviews = 0
         self.validators: list[InProcessValidator] = []
@@ -280,6 +288,7 @@ class FakeCluster:
     async def start(self) -> None:
         if self._runner is not None:
             return
+        await asyncio.to_thread(self.store.load_schemas)
         app = web.Application(middlewares=[self._middleware], client_max_size=8 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._route)
         runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None)
@@ -309,9 +318,12 @@ class FakeCluster:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    def write_kubeconfig(self, path: Path, namespace: str = "default") -> Path:
-        """A kubeconfig with token auth for ``kubernetes(.aio).config.load_kube_config``."""
-        return write_kubeconfig(path, self.url, self.token, namespace, tls=self.tls)
+    def write_kubeconfig(
+        self, path: Path, namespace: str = "default", *, token: str | None = None
+    ) -> Path:
+        """A kubeconfig with token auth for ``kubernetes(.aio).config.load_kube_config``
+        (``token``: another identity's than the cluster's own, e.g. :meth:`authorize_autowrap`)."""
+        return write_kubeconfig(path, self.url, token or self.token, namespace, tls=self.tls)
 
     # -- set-up helpers ------------------------------------------------------------------------
 
@@ -377,6 +389,34 @@ class FakeCluster:
                           non_resource=non_resource, **wanted)  # fmt: skip
         self.access_rules.append(rule)
         return rule
+
+    def enforce_rbac(self, rbac: authz.Rbac, *usernames: str) -> None:
+        """Authorize every request of ``usernames`` as kube-apiserver does: the explicit rules
+        (:meth:`allow`, :meth:`deny`), then ``rbac``; anything else is 403 Forbidden. The same
+        RBAC answers SubjectAccessReviews from now on. Other users' requests stay unchecked
+        (the tests act as them directly)."""
+        self.rbac = rbac
+        self.under_rbac.update(usernames)
+
+    def authorize_autowrap(
+        self,
+        token: str = AUTOWRAP_TOKEN,
+        user: UserInfo | None = None,
+        *,
+        manifests: Path = authz.DEPLOY_BASE,
+        namespace: str = SERVICE_NAMESPACE,
+    ) -> str:
+        """Authenticate ``token`` as autowrap's ServiceAccount (``user``) and authorize its
+        requests with the grants ``manifests`` (a kustomization: deploy/base, an overlay) give
+        it, as the installed autowrap runs, installed into ``namespace``; returns the token for
+        autowrap's kubeconfig."""
+        user = user or service_account_user(namespace=namespace)
+        rbac = authz.Rbac.from_manifests(manifests)
+        if namespace != SERVICE_NAMESPACE:
+            rbac = rbac.moved(SERVICE_NAMESPACE, namespace)
+        self.users[token] = user
+        self.enforce_rbac(rbac, user.username)
+        return token
 
     def inject(
         self,
@@ -613,9 +653,9 @@ class FakeCluster:
             return obj, ()
         creating = operation == "CREATE"
 
-        def validate_object(new: JsonDict, _old: JsonDict | None) -> JsonDict | None:
+        def validate_object(new: JsonDict, before: JsonDict | None) -> JsonDict | None:
             try:
-                self.store.validate(res, new, creating=creating)
+                self.store.validate(res, new, creating=creating, old=before)
             except ApiError as err:
                 return err.status_json()
             return None
@@ -634,7 +674,7 @@ class FakeCluster:
         if creating and not meta.get("name") and meta.get("generateName"):
             meta["name"] = _generate_name(str(meta["generateName"]))
         if operation != "DELETE":
-            self.store.validate(res, admitted, creating=creating)
+            self.store.validate(res, admitted, creating=creating, old=old)
         request = self._request(operation, res, admitted, old, user, dry_run)
         for name, deny in self.validators:
             message = deny(request)
@@ -720,6 +760,9 @@ class FakeCluster:
             failure = await _fire(fault, request)
             if failure is not None:
                 return failure
+        refusal = self._authorize(request, request[_USER])
+        if refusal is not None:
+            return _status_response(refusal)
         if too_large:  # nothing was written, so an after-effect fault has nothing to follow
             return _json(request_entity_too_large(), 413)
         try:
@@ -733,6 +776,16 @@ class FakeCluster:
             if failure is not None:
                 return failure
         return response
+
+    def _authorize(self, request: web.Request, user: UserInfo) -> ApiError | None:
+        """WithAuthorization (k8s.io/apiserver pkg/endpoints/filters/authorization.go): after
+        authentication and impersonation, before the handler (so before the 413 of a body
+        too large), for the users under RBAC."""
+        if user.username not in self.under_rbac:
+            return None
+        attrs = authz.request_attributes(user, request.method, request.path, request.query)
+        decision = authz.decide(attrs, self.access_rules, self.rbac, otherwise=False)
+        return None if decision.allowed else authz.forbidden(attrs, decision.reason)
 
     async def _route(self, request: web.Request) -> web.StreamResponse:
         path = request.path.rstrip("/")
@@ -1127,14 +1180,15 @@ class FakeCluster:
                                 "specified", "Invalid")  # fmt: skip
         self.sars.append(copy.deepcopy(body))
         attrs = attrs if attrs is not None else spec.get("nonResourceAttributes") or {}
-        status: JsonDict = {"allowed": self.default_allow}
-        if not self.default_allow:
+        decision = authz.decide(authz.Attributes.of_review(user, groups, attrs),
+                                self.access_rules, self.rbac, otherwise=self.default_allow)  # fmt: skip
+        status: JsonDict = {"allowed": decision.allowed}
+        if decision.denied:
+            status["denied"] = True
+        if decision.reason:
+            status["reason"] = decision.reason
+        elif not decision.allowed:
             status["reason"] = _no_rule(user, attrs)
-        for rule in self.access_rules:
-            if rule.matches(user, groups, attrs):
-                status = ({"allowed": True, "reason": rule.reason} if rule.allowed
-                          else {"allowed": False, "denied": True, "reason": rule.reason})  # fmt: skip
-                break
         kind = "SelfSubjectAccessReview" if plural.startswith("self") else "SubjectAccessReview"
         review = {**copy.deepcopy(body), "apiVersion": f"{AUTHORIZATION}/v1", "kind": kind}
         review.setdefault("metadata", {}).setdefault("creationTimestamp", None)
@@ -1145,10 +1199,12 @@ class FakeCluster:
 
 def for_autowrap(**options: Any) -> FakeCluster:
     """A fake cluster (not started) as autowrap's redirect mode meets it: the kubeconfig's token
-    is autowrap's service account, the authorizer denies what no rule allows (as RBAC does),
-    and autowrap's namespace exists (its install creates it)."""
-    users = {DEFAULT_TOKEN: service_account_user(), **options.pop("users", {})}
+    is autowrap's service account, whose requests RBAC authorizes with the grants of
+    deploy/base, the authorizer denies what no rule allows (as RBAC does), and autowrap's
+    namespace exists (its install creates it)."""
+    users = dict(options.pop("users", {}))
     fake = FakeCluster(users=users, default_allow=options.pop("default_allow", False), **options)
+    fake.authorize_autowrap(DEFAULT_TOKEN)
     fake.add_namespace(SERVICE_NAMESPACE)
     return fake
 
@@ -1230,4 +1286,12 @@ async def _send(response: web.StreamResponse, event_type: str, obj: JsonDict) ->
     await response.write(line.encode())
 
 
-__all__ = ["ADMIN", "Fault", "FakeCluster", "for_autowrap", "managed"]
+__all__ = [
+    "ADMIN",
+    "ADMIN_TOKEN",
+    "AUTOWRAP_TOKEN",
+    "Fault",
+    "FakeCluster",
+    "for_autowrap",
+    "managed",
+]

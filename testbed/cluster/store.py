@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from testbed import schemas
+from testbed import prerequisites, schemas
 from testbed.apiserver import (
     METADATA_NAME_LABEL,
     generate_name,
@@ -34,7 +34,7 @@ from testbed.apiserver import (
     status_json,
 )
 from testbed.cluster import fields as managed
-from testbed.cluster import patches
+from testbed.cluster import patches, podupdate
 from testbed.cluster.common import parse_label_selector
 from testbed.cluster.resources import ALL, NAMESPACES, PODS, Resource, find
 
@@ -255,7 +255,8 @@ class Store:
     ``grace_period_seconds=0`` arrives, which is what the kubelet sends.
     ``validate_schemas``: custom resources whose CRD is in ../shared/crds are checked against
     its openAPIV3Schema on every write (422 Invalid, like the CR strategy's Validate); unknown
-    fields are accepted rather than pruned.
+    fields are accepted rather than pruned. Without ../shared/crds that is a warning, or an
+    error under AUTOWRAP_TESTS_REQUIRE_ALL (testbed/prerequisites.py).
     """
 
     def __init__(
@@ -270,7 +271,7 @@ class Store:
         self.resources: tuple[Resource, ...] = tuple(resources)
         self.require_namespaces = require_namespaces
         self.graceful_pod_deletion = graceful_pod_deletion
-        self.validate_schemas = validate_schemas and schemas.CRD_DIR.is_dir()
+        self.validate_schemas = prerequisites.schema_validation(validate_schemas)
         self._objects: dict[Resource, dict[tuple[str, str], JsonDict]] = {
             r: {} for r in self.resources
         }
@@ -291,6 +292,15 @@ class Store:
             if res not in self._objects:
                 self.resources += (res,)
                 self._objects[res] = {}
+
+    def load_schemas(self) -> None:
+        """Compile the CRD schemas this store checks, ahead of the first write (the fake
+        cluster does it before it serves: a first write otherwise spends a second of an
+        admission webhook's budget reading a CRD)."""
+        if self.validate_schemas:
+            for res in self.resources:
+                if res.crd_file is not None:
+                    schemas.load(res.crd_file, res.version)
 
     # -- public reads ----------------------------------------------------------------------
 
@@ -440,6 +450,8 @@ class Store:
         meta["creationTimestamp"] = rfc3339_now()
         meta["generation"] = 1
         self._check_schema(res, new)
+        if res == PODS:
+            self._check_pod(new, None)
         key = self._key(res, ns, name)
         existing = table.get(key)
         if existing is not None:
@@ -453,17 +465,34 @@ class Store:
         self._settle()
         return copy.deepcopy(table.get(key, new))
 
-    def validate(self, res: Resource, obj: JsonDict, *, creating: bool) -> None:
+    def validate(
+        self, res: Resource, obj: JsonDict, *, creating: bool, old: JsonDict | None = None
+    ) -> None:
         """The strategy's validation of a create or an update, as rest.BeforeCreate and
         rest.BeforeUpdate run it (k8s.io/apiserver pkg/registry/rest/create.go:130-133,
         update.go:154-157 at 24a394e5): the name on create, then a custom resource's CRD
         schema; raises the 422 Invalid. The front door runs it between name generation and
         the validating webhooks (registry/store.go:569 before :575, :825 before :839-843);
         commit_create and commit_update run the same checks, so a direct write gets them too.
+        ``old``: the stored object an update replaces (a pod's update is checked against it).
         """
         if creating:
             self._validate_name(res, str(_meta(obj).get("name") or ""))
         self._check_schema(res, obj)
+        if res == PODS:
+            self._check_pod(obj, old)
+
+    @staticmethod
+    def _check_pod(pod: JsonDict, old: JsonDict | None) -> None:
+        """The pod strategy's Validate/ValidateUpdate: ValidatePodCreate's gated-pod rule and
+        ValidatePodUpdate's frozen spec (testbed/cluster/podupdate.py)."""
+        if old is None:
+            errors = podupdate.create_errors(pod)
+        else:
+            errors = podupdate.pod_update_errors(pod, old)
+        if errors:
+            message, details = podupdate.invalid_pod(str(_meta(pod).get("name") or ""), errors)
+            raise ApiError(422, message, "Invalid", details)
 
     def _check_schema(self, res: Resource, obj: JsonDict) -> None:
         if not self.validate_schemas or res.crd_file is None:
@@ -583,6 +612,8 @@ class Store:
         if subresource != "status" and _body(new) != _body(old):
             meta["generation"] = int(_meta(old).get("generation") or 0) + 1
         self._check_schema(res, new)
+        if res == PODS and not subresource:
+            self._check_pod(new, old)
         if new == old:
             return copy.deepcopy(old)  # a no-op update is not written (no new resourceVersion)
         if dry_run:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed.apiserver import ApiserverEmulator, UserInfo
-from testbed.cluster.cluster import FakeCluster
+from testbed.cluster.cluster import AUTOWRAP_TOKEN, FakeCluster
 from testbed.cluster.common import ServingTLS, write_kubeconfig
 from testbed.cluster.resources import ALL, APPWRAPPERS, EVENTS, LOCALQUEUES, PODS, VCJOBS
 from testbed.pki import ServingPki
@@ -36,7 +36,6 @@ AUTOWRAP = UserInfo(
     groups=("system:serviceaccounts", f"system:serviceaccounts:{names.SERVICE_NAMESPACE}",
             "system:authenticated"),
 )  # fmt: skip
-AUTOWRAP_TOKEN = "autowrap-serviceaccount-token"
 FLAVORS = {
     "a100": {
         "nodeLabels": {"cloud.example/pool": "a100"},
@@ -200,7 +199,9 @@ async def running_cluster(
                                  admission_policies=render("base"))  # fmt: skip
     # autowrap runs as its own ServiceAccount, so the cluster's policies on its writes apply,
     # and reaches the API over HTTPS, checking its certificate as against kube-apiserver.
-    api = FakeCluster(emulator=emulator, users={AUTOWRAP_TOKEN: AUTOWRAP}, tls=ServingTLS.issue())
+    # autowrap's requests are authorized by the RBAC deploy/base grants its ServiceAccount.
+    api = FakeCluster(emulator=emulator, tls=ServingTLS.issue())
+    api.authorize_autowrap(AUTOWRAP_TOKEN, AUTOWRAP)
     await api.start()
     api.add_namespace(NAMESPACE, labels=dict(namespace_labels or {}))
     api.add_namespace(names.SERVICE_NAMESPACE)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,13 +92,20 @@ class Adopting:
     clients: list[KubeClient] = field(default_factory=list)
     policies: PolicySet = field(default_factory=policy_set)
 
-    async def start_controller(self, identity: str = "replica-a") -> Controller:
+    async def start_controller(
+        self,
+        identity: str = "replica-a",
+        *,
+        lease_seconds: int = 3,
+        now: Callable[[], float] = time.time,
+    ) -> Controller:
+        """``now``: the wall clock the controller reads objects' ages against."""
         client = await KubeClient.connect(str(self.kubeconfig))
         settings = Settings(
             namespace="autowrap-system", identity=identity,
-            lease_seconds=3, renew_seconds=2, retry_seconds=1,
+            lease_seconds=lease_seconds, renew_seconds=2, retry_seconds=1,
         )  # fmt: skip
-        controller = Controller(client, lambda: self.policies, settings)
+        controller = Controller(client, lambda: self.policies, settings, now=now)
         self.controllers.append(controller)
         self.clients.append(client)
         self.tasks.append(asyncio.create_task(controller.run()))
@@ -201,7 +209,9 @@ async def adopting(tmp_path: Path, *, without: Sequence[Resource] = ()) -> Async
     api.store.create(LOCALQUEUES, {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
                                    "metadata": {"name": QUEUE, "namespace": NAMESPACE},
                                    "spec": {"clusterQueue": "cq"}})  # fmt: skip
-    harness = Adopting(api, api.write_kubeconfig(tmp_path / "kubeconfig"))
+    # autowrap runs as its ServiceAccount, under the RBAC deploy/base grants it.
+    kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig", token=api.authorize_autowrap())
+    harness = Adopting(api, kubeconfig)
     try:
         yield harness
     finally:

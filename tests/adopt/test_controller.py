@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
-
-import pytest
 
 from testbed.apiserver import UserInfo
 from testbed.cluster.patches import MERGE_PATCH as MERGE
@@ -438,11 +437,13 @@ async def test_the_standby_takes_over_when_the_leader_stops(tmp_path: Path) -> N
 
 
 async def test_a_queued_appwrapper_whose_job_is_gone_is_collected_after_the_grace_period(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     from webhook.controller import reconcile
 
-    monkeypatch.setattr(reconcile, "ORPHAN_GRACE", 5.0)
+    # The controller's wall clock, moved by the test: the grace period is decided by the
+    # AppWrapper's age on it, not raced against real time.
+    now = [time.time()]
     async with adopting(tmp_path) as cluster:
         cluster.store_job(vcjob())
         controller = await cluster.start_controller()
@@ -452,11 +453,19 @@ async def test_a_queued_appwrapper_whose_job_is_gone_is_collected_after_the_grac
         cluster.api.store.patch(VCJOBS, NAMESPACE, "train", {"metadata": {"finalizers": None}},
                                 MERGE)  # fmt: skip
         cluster.api.store.delete(VCJOBS, NAMESPACE, "train")
-        b = await cluster.start_controller("replica-b")
+        b = await cluster.start_controller("replica-b", now=lambda: now[0])
         await eventually(lambda: b.leading.is_set() and b.reconciles and b.idle(), what="b idle")
+        looked = b.reconciles
 
         assert cluster.appwrapper() is not None  # within the grace period: kept
+        now[0] += reconcile.ORPHAN_GRACE + 1
+        # Anyone's write to the AppWrapper makes the controller look again (so would the
+        # requeue at the end of the grace period, in real time).
+        cluster.api.store.patch(APPWRAPPERS, NAMESPACE, "train",
+                                {"metadata": {"annotations": {"example.com/touched": "1"}}},
+                                MERGE)  # fmt: skip
         await eventually(lambda: cluster.appwrapper() is None, what="collected")
+        assert b.reconciles > looked
 
 
 async def test_an_object_admission_did_not_prepare_is_not_adopted(tmp_path: Path) -> None:
@@ -501,16 +510,18 @@ async def test_a_hung_lease_renewal_stops_the_leader_before_the_standby_takes_ov
 
 
 async def test_a_replica_that_stops_releases_the_lease_at_once(tmp_path: Path) -> None:
+    long_lease = 3600  # far beyond eventually's wait: only a released lease lets b lead
     async with adopting(tmp_path) as cluster:
-        a = await cluster.start_controller("replica-a")
+        a = await cluster.start_controller("replica-a", lease_seconds=long_lease)
         await eventually(lambda: a.leading.is_set(), what="a leads")
-        b = await cluster.start_controller("replica-b")
+        b = await cluster.start_controller("replica-b", lease_seconds=long_lease)
 
         await cluster.stop_controller(a)
         lease = cluster.api.store.get(LEASES, "autowrap-system", names.CONTROLLER_LEASE)
         assert lease is not None and lease["spec"]["holderIdentity"] == ""
-        # b takes it at its next attempt (one retry period), not after the lease duration.
-        await eventually(lambda: b.leading.is_set(), what="b leads", timeout=1.5)
+        # b takes it at its next attempt, not after the lease duration, which here is longer
+        # than any wait: had the lease not been released, b could not lead in this test.
+        await eventually(lambda: b.leading.is_set(), what="b leads")
 
 
 async def test_pods_whose_gate_was_taken_off_are_reported_never_said_to_wait(

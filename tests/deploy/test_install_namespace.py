@@ -14,12 +14,17 @@ from typing import Any
 import pytest
 import yaml
 
+from testbed import prerequisites
 from testbed.apiserver import ApiserverEmulator, UserInfo, selector_matches
 from tests.deploy.test_manifests import CLUSTER_SCOPED_KINDS, DEPLOY, VARIANTS
 from tools import render_release
 from webhook.model import names
 
-pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
+
+@pytest.fixture(autouse=True)
+def _kubectl() -> None:
+    prerequisites.kubectl()  # skipped without it, failed in CI
+
 
 Obj = dict[str, Any]
 TARGET = "platform-webhooks"

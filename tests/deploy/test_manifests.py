@@ -20,7 +20,9 @@ from typing import Any
 import pytest
 import yaml
 
+from testbed import prerequisites
 from testbed.apiserver import ApiserverEmulator, UserInfo, selector_matches
+from testbed.cluster.rbac import Rbac
 from testbed.pki import ServingPki
 from testbed.redirect import cel_predicates
 from webhook.cli import main as cli
@@ -88,8 +90,7 @@ def _render(variant: str) -> tuple[Obj, ...]:
 
 
 def render(variant: str) -> tuple[Obj, ...]:
-    if shutil.which("kubectl") is None:
-        pytest.skip("kubectl is not on PATH: the kustomize renderings cannot be built")
+    prerequisites.kubectl()  # skipped without it, failed in CI
     return _render(variant)
 
 
@@ -280,26 +281,9 @@ def appwrapper(*templates: Obj) -> Obj:
 
 
 def rbac_grants(objs: Iterable[Obj], namespace_: str, account: str) -> set[tuple[Any, ...]]:
-    """(group, resource, verb, resourceNames, role-namespace) granted to a service account."""
-    grants: set[tuple[Any, ...]] = set()
-    for binding in find(objs, "ClusterRoleBinding") + find(objs, "RoleBinding"):
-        if not any(
-            s["kind"] == "ServiceAccount"
-            and s["name"] == account
-            and s.get("namespace", binding["metadata"].get("namespace")) == namespace_
-            for s in binding.get("subjects", [])
-        ):
-            continue
-        ref = binding["roleRef"]
-        role = the(objs, ref["kind"], ref["name"])
-        scope = role["metadata"].get("namespace")
-        for rule in role.get("rules", []):
-            for group in rule.get("apiGroups", []):
-                for resource in rule.get("resources", []):
-                    for verb in rule.get("verbs", []):
-                        names_ = tuple(sorted(rule.get("resourceNames", [])))
-                        grants.add((group, resource, verb, names_, scope))
-    return grants
+    """(group, resource, verb, resourceNames, role-namespace) granted to a service account,
+    by the fake cluster's RBAC evaluator (the one that authorizes autowrap in the tests)."""
+    return Rbac(objs).grants(namespace_, account)
 
 
 # --- every rendering ---------------------------------------------------------------------------

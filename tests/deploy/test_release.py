@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
+from testbed import prerequisites
 from tools import render_release
 
-pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
+
+@pytest.fixture(autouse=True)
+def _kubectl() -> None:
+    prerequisites.kubectl()  # skipped without it, failed in CI
+
 
 REGENERATE = "regenerate with: python -m tools.render_release"
 

@@ -35,6 +35,8 @@ SECRET = "SECRET-VALUE-123"
 NOTE = "note-7f3a9c-unique-annotation-text"
 BOB = UserInfo(username="bob", groups=("ml-team", "system:authenticated"))
 CAROL = UserInfo(username="carol", groups=("other-team", "system:authenticated"))
+# Not in system:masters (UserInfo's default), whom every authorizer allows everything.
+DAVE = UserInfo(username="dave", groups=("system:authenticated",))
 
 
 def _grant_group(cluster: Cluster, group: str = "ml-team") -> None:
@@ -74,7 +76,7 @@ async def test_a_grant_in_another_namespace_does_not_let_a_user_wrap_here(
     cluster.kube.allow("dave", verb="create", group=names.APPWRAPPER_GROUP,
                        resource=names.APPWRAPPER_PLURAL, namespace="elsewhere")  # fmt: skip
 
-    result = await cluster.create(labelled_vcjob("dave-job"), user=UserInfo(username="dave"))
+    result = await cluster.create(labelled_vcjob("dave-job"), user=DAVE)
 
     assert not result.allowed
     assert "'dave' may not create appwrappers" in result.message

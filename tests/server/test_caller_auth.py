@@ -20,8 +20,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from testbed.apiserver import UserInfo
 from testbed.cluster.cluster import FakeCluster
+from testbed.cluster.common import service_account_user
 from testbed.pki import ServingPki
 from testbed.policies import in_mode
 from testbed.redirect import Cluster
@@ -246,8 +246,8 @@ async def scrape(running: server.Running, token: str | None) -> tuple[int, str]:
 async def test_metrics_auth_reviews_the_token_and_asks_may_it_get_metrics(
     scraped: server.Running, fake_kube: FakeCluster
 ) -> None:
-    prometheus = UserInfo(username="system:serviceaccount:monitoring:prometheus")
-    nosy = UserInfo(username="system:serviceaccount:ml:nosy")
+    prometheus = service_account_user("prometheus", "monitoring")
+    nosy = service_account_user("nosy", "ml")
     fake_kube.users.update({"prom-token": prometheus, "nosy-token": nosy})
     fake_kube.allow(prometheus.username, verb="get", path=names.METRICS_PATH)
 

@@ -16,7 +16,7 @@ from testbed.cluster.resources import EVENTS
 from testbed.pki import ServingPki
 from testbed.redirect import webhook_configurations
 from tests.adopt.cluster import running_cluster
-from tests.server.test_self_managed import _args, install_empty_secret
+from tests.server.test_self_managed import _args, install_empty_secret, under_self_managed_rbac
 from webhook.model import names
 from webhook.shell import certs, opevents, selfmanaged, server
 
@@ -60,13 +60,18 @@ async def test_events_go_to_the_deployment_from_the_loop_and_from_threads(
 
 
 async def test_self_managed_renewal_and_cabundle_repair_raise_events(
-    recording: _Recording, fake_kube: FakeCluster, fake_kubeconfig: Path, tmp_path: Path
+    recording: _Recording,
+    fake_kube: FakeCluster,
+    fake_kubeconfig: Path,
+    admin_kubeconfig: Path,
+    tmp_path: Path,
 ) -> None:
+    under_self_managed_rbac(fake_kube)
     for configuration in webhook_configurations():
         fake_kube.add_webhook_configuration(configuration)
     events = opevents.OperatorEvents(recording, names.SERVICE_NAMESPACE)
     opevents.install(events)
-    await asyncio.to_thread(install_empty_secret, fake_kubeconfig)
+    await asyncio.to_thread(install_empty_secret, admin_kubeconfig)
     await asyncio.to_thread(selfmanaged.prepare, _args(tmp_path / "a", fake_kubeconfig))
     await asyncio.sleep(0.05)
     await events.flush()

@@ -14,6 +14,8 @@ import pytest
 from cryptography import x509
 
 from testbed.cluster.cluster import FakeCluster
+from testbed.cluster.common import DEFAULT_TOKEN
+from testbed.cluster.rbac import REPO
 from testbed.cluster.resources import SECRETS
 from testbed.redirect import webhook_configurations
 from webhook.model import names
@@ -22,6 +24,20 @@ from webhook.shell.kube import CertificateStore, sync_api_client
 
 SECRET = "autowrap-serving-cert"
 CONFIGURATIONS = "autowrap-mutating,autowrap-validating"
+SELF_MANAGED = REPO / "deploy" / "overlays" / "self-managed"
+
+
+def under_self_managed_rbac(fake: FakeCluster, namespace: str = names.SERVICE_NAMESPACE) -> None:
+    """autowrap's requests authorized by what deploy/overlays/self-managed grants it (its
+    Secret, the webhook configurations' caBundles), installed into ``namespace``."""
+    fake.authorize_autowrap(DEFAULT_TOKEN, manifests=SELF_MANAGED, namespace=namespace)
+
+
+@pytest.fixture
+def fake_kube(fake_kube: FakeCluster) -> FakeCluster:
+    """autowrap under the grants of the self-managed overlay."""
+    under_self_managed_rbac(fake_kube)
+    return fake_kube
 
 
 def _args(cert_dir: Path, kubeconfig: Path) -> Namespace:
@@ -35,12 +51,18 @@ def _args(cert_dir: Path, kubeconfig: Path) -> Namespace:
 
 def install_empty_secret(kubeconfig: Path, namespace: str = names.SERVICE_NAMESPACE) -> None:
     """What `kubectl apply` of the self-managed manifests creates
-    (deploy/overlays/self-managed/secret.yaml): the TLS Secret with both keys empty."""
+    (deploy/overlays/self-managed/secret.yaml): the TLS Secret with both keys empty.
+    ``kubeconfig``: the installer's (autowrap may not create Secrets)."""
+    install_secret(kubeconfig, {certs.TLS_CERT: "", certs.TLS_KEY: ""}, namespace)
+
+
+def install_secret(
+    kubeconfig: Path, data: dict[str, str], namespace: str = names.SERVICE_NAMESPACE
+) -> None:
+    """A Secret written by someone else (cert-manager, an older release, the installer)."""
     api_client = sync_api_client(str(kubeconfig))
     try:
-        CertificateStore(api_client).write_secret(
-            namespace, SECRET, {certs.TLS_CERT: "", certs.TLS_KEY: ""}, create=True
-        )
+        CertificateStore(api_client).write_secret(namespace, SECRET, data, create=True)
     finally:
         api_client.close()
 
@@ -58,11 +80,11 @@ def _secret_pem(fake: FakeCluster, key: str) -> bytes:
 
 
 async def test_the_first_replica_fills_the_shipped_secret_and_points_every_webhook_at_its_ca(
-    fake_kube: FakeCluster, fake_kubeconfig: Path, tmp_path: Path
+    fake_kube: FakeCluster, fake_kubeconfig: Path, admin_kubeconfig: Path, tmp_path: Path
 ) -> None:
     for configuration in webhook_configurations():
         fake_kube.add_webhook_configuration(configuration)
-    await asyncio.to_thread(install_empty_secret, fake_kubeconfig)
+    await asyncio.to_thread(install_empty_secret, admin_kubeconfig)
     created = len(fake_kube.requests_to("POST", "/secrets$"))
 
     await asyncio.to_thread(selfmanaged.prepare, _args(tmp_path, fake_kubeconfig))
@@ -84,11 +106,11 @@ async def test_the_first_replica_fills_the_shipped_secret_and_points_every_webho
 
 
 async def test_a_second_replica_reuses_the_secret_and_changes_nothing(
-    fake_kube: FakeCluster, fake_kubeconfig: Path, tmp_path: Path
+    fake_kube: FakeCluster, fake_kubeconfig: Path, admin_kubeconfig: Path, tmp_path: Path
 ) -> None:
     for configuration in webhook_configurations():
         fake_kube.add_webhook_configuration(configuration)
-    await asyncio.to_thread(install_empty_secret, fake_kubeconfig)
+    await asyncio.to_thread(install_empty_secret, admin_kubeconfig)
     await asyncio.to_thread(selfmanaged.prepare, _args(tmp_path / "a", fake_kubeconfig))
     patches_before = len(fake_kube.requests_to("PATCH", "webhookconfigurations"))
 
@@ -102,7 +124,7 @@ async def test_a_second_replica_reuses_the_secret_and_changes_nothing(
 
 
 async def test_a_serving_certificate_close_to_expiry_is_renewed_under_the_same_ca(
-    fake_kube: FakeCluster, fake_kubeconfig: Path, tmp_path: Path
+    fake_kube: FakeCluster, fake_kubeconfig: Path, admin_kubeconfig: Path, tmp_path: Path
 ) -> None:
     ca = certs.make_ca()
     old = certs.make_serving(ca, certs.dns_names(names.SERVICE_NAME, names.SERVICE_NAMESPACE),
@@ -113,9 +135,9 @@ async def test_a_serving_certificate_close_to_expiry_is_renewed_under_the_same_c
         certs.TLS_CERT: base64.b64encode(old.cert_pem).decode(),
         certs.TLS_KEY: base64.b64encode(old.key_pem).decode(),
     }
+    await asyncio.to_thread(install_secret, admin_kubeconfig, data)
     api_client = sync_api_client(str(fake_kubeconfig))
     store = CertificateStore(api_client)
-    await asyncio.to_thread(store.write_secret, names.SERVICE_NAMESPACE, SECRET, data, create=True)
 
     renewed = await asyncio.to_thread(
         selfmanaged.ensure, store, namespace=names.SERVICE_NAMESPACE, secret=SECRET,

@@ -14,7 +14,7 @@ from cryptography import x509
 from testbed.cluster.cluster import FakeCluster
 from testbed.cluster.resources import SECRETS
 from testbed.redirect import webhook_configurations
-from tests.server.test_self_managed import install_empty_secret
+from tests.server.test_self_managed import install_empty_secret, under_self_managed_rbac
 from webhook.cli import main as cli
 from webhook.controller import own_namespace
 from webhook.model import names
@@ -47,9 +47,11 @@ def test_service_name_from_the_environment_and_the_flag(monkeypatch: pytest.Monk
 async def test_the_certificate_follows_the_pod_namespace_and_service_name(
     fake_kube: FakeCluster,
     fake_kubeconfig: Path,
+    admin_kubeconfig: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    under_self_managed_rbac(fake_kube, "platform-webhooks")
     for configuration in webhook_configurations():
         fake_kube.add_webhook_configuration(configuration)
     monkeypatch.setenv("POD_NAMESPACE", "platform-webhooks")
@@ -63,7 +65,7 @@ async def test_the_certificate_follows_the_pod_namespace_and_service_name(
     )
 
     fake_kube.add_namespace("platform-webhooks")
-    await asyncio.to_thread(install_empty_secret, fake_kubeconfig, "platform-webhooks")
+    await asyncio.to_thread(install_empty_secret, admin_kubeconfig, "platform-webhooks")
     await asyncio.to_thread(selfmanaged.prepare, args)
 
     assert ("platform-webhooks", SECRET) in fake_kube.objects(SECRETS)

@@ -18,7 +18,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from testbed.cluster.cluster import FakeCluster
 from testbed.cluster.resources import SECRETS
 from testbed.redirect import webhook_configurations
-from tests.server.test_self_managed import install_empty_secret
+from tests.server.test_self_managed import (
+    install_empty_secret,
+    install_secret,
+    under_self_managed_rbac,
+)
 from webhook.model import names
 from webhook.shell import certs, selfmanaged
 from webhook.shell.kube import CertificateStore, sync_api_client
@@ -27,6 +31,13 @@ from webhook.shell.metrics import Metrics
 SECRET = "autowrap-serving-cert"
 CONFIGURATIONS = "autowrap-mutating,autowrap-validating"
 NS = names.SERVICE_NAMESPACE
+
+
+@pytest.fixture
+def fake_kube(fake_kube: FakeCluster) -> FakeCluster:
+    """autowrap under the grants of the self-managed overlay."""
+    under_self_managed_rbac(fake_kube)
+    return fake_kube
 
 
 def _args(cert_dir: Path, kubeconfig: Path) -> Namespace:
@@ -70,11 +81,11 @@ class _Interleaved(CertificateStore):
 
 
 async def test_two_replicas_on_a_secret_without_ca_key_settle_on_one_ca(
-    fake_kube: FakeCluster, fake_kubeconfig: Path
+    fake_kube: FakeCluster, fake_kubeconfig: Path, admin_kubeconfig: Path
 ) -> None:
+    await asyncio.to_thread(install_secret, admin_kubeconfig, _cert_manager_secret())
     api_client = sync_api_client(str(fake_kubeconfig))
     plain = CertificateStore(api_client)
-    await asyncio.to_thread(plain.write_secret, NS, SECRET, _cert_manager_secret(), create=True)
     results: dict[str, dict[str, str]] = {}
 
     def replica_a() -> None:
@@ -97,14 +108,11 @@ async def test_two_replicas_on_a_secret_without_ca_key_settle_on_one_ca(
 
 
 async def test_racing_replicas_point_every_webhook_at_the_one_ca_in_the_secret(
-    fake_kube: FakeCluster, fake_kubeconfig: Path, tmp_path: Path
+    fake_kube: FakeCluster, fake_kubeconfig: Path, admin_kubeconfig: Path, tmp_path: Path
 ) -> None:
     for configuration in webhook_configurations():
         fake_kube.add_webhook_configuration(configuration)
-    api_client = sync_api_client(str(fake_kubeconfig))
-    await asyncio.to_thread(CertificateStore(api_client).write_secret, NS, SECRET,
-                            _cert_manager_secret(), create=True)  # fmt: skip
-    api_client.close()
+    await asyncio.to_thread(install_secret, admin_kubeconfig, _cert_manager_secret())
 
     await asyncio.gather(*(asyncio.to_thread(selfmanaged.prepare,
                                              _args(tmp_path / str(i), fake_kubeconfig))
@@ -117,9 +125,9 @@ async def test_racing_replicas_point_every_webhook_at_the_one_ca_in_the_secret(
 
 
 async def test_two_replicas_on_the_shipped_empty_secret_keep_the_first_ca(
-    fake_kube: FakeCluster, fake_kubeconfig: Path
+    fake_kube: FakeCluster, fake_kubeconfig: Path, admin_kubeconfig: Path
 ) -> None:
-    await asyncio.to_thread(install_empty_secret, fake_kubeconfig)
+    await asyncio.to_thread(install_empty_secret, admin_kubeconfig)
     api_client = sync_api_client(str(fake_kubeconfig))
     plain = CertificateStore(api_client)
     results: dict[str, dict[str, str]] = {}
@@ -159,11 +167,15 @@ def test_serving_certificates_are_issued_for_90_days_and_renewed_at_two_thirds()
 
 
 async def test_the_timer_renews_a_due_certificate_while_the_server_runs(
-    fake_kube: FakeCluster, fake_kubeconfig: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    fake_kube: FakeCluster,
+    fake_kubeconfig: Path,
+    admin_kubeconfig: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     for configuration in webhook_configurations():
         fake_kube.add_webhook_configuration(configuration)
-    await asyncio.to_thread(install_empty_secret, fake_kubeconfig)
+    await asyncio.to_thread(install_empty_secret, admin_kubeconfig)
     args = _args(tmp_path, fake_kubeconfig)
     first = await asyncio.to_thread(selfmanaged.prepare, args)
     # Time passes: the certificate in the Secret is now one with days to go.
@@ -203,16 +215,16 @@ async def test_the_timer_renews_a_due_certificate_while_the_server_runs(
 
 
 async def test_a_blanked_serving_pair_is_reissued_under_the_ca_in_the_secret(
-    fake_kube: FakeCluster, fake_kubeconfig: Path
+    fake_kube: FakeCluster, fake_kubeconfig: Path, admin_kubeconfig: Path
 ) -> None:
     # Upgrading from a release that created the Secret itself: `kubectl apply` of the shipped,
     # empty Secret over it blanks tls.crt and tls.key and keeps ca.crt and ca.key.
     ca = certs.make_ca()
-    api_client = sync_api_client(str(fake_kubeconfig))
-    store = CertificateStore(api_client)
     blanked = {certs.CA_CERT: _b64(ca.cert_pem), certs.CA_KEY: _b64(ca.key_pem),
                certs.TLS_CERT: "", certs.TLS_KEY: ""}  # fmt: skip
-    await asyncio.to_thread(store.write_secret, NS, SECRET, blanked, create=True)
+    await asyncio.to_thread(install_secret, admin_kubeconfig, blanked)
+    api_client = sync_api_client(str(fake_kubeconfig))
+    store = CertificateStore(api_client)
 
     settled = await asyncio.to_thread(
         selfmanaged.ensure, store, namespace=NS, secret=SECRET, service=names.SERVICE_NAME

@@ -15,7 +15,7 @@ import pytest
 from aiohttp import web
 
 from testbed import redirect
-from testbed.cluster.cluster import FakeCluster, for_autowrap
+from testbed.cluster.cluster import ADMIN_TOKEN, FakeCluster, for_autowrap
 from testbed.pki import ServingPki, service_dns_names, write_pki
 
 LOOPBACK = "127.0.0.1"
@@ -83,6 +83,13 @@ async def fake_kube() -> AsyncIterator[FakeCluster]:
 def fake_kubeconfig(fake_kube: FakeCluster, tmp_path: Path) -> Path:
     """A kubeconfig pointing at ``fake_kube`` with its bearer token."""
     return fake_kube.write_kubeconfig(tmp_path / "kubeconfig")
+
+
+@pytest.fixture
+def admin_kubeconfig(fake_kube: FakeCluster, tmp_path: Path) -> Path:
+    """A kubeconfig for ``fake_kube`` as its administrator: what an install or cert-manager
+    writes, which autowrap's own grants do not cover."""
+    return fake_kube.write_kubeconfig(tmp_path / "admin-kubeconfig", token=ADMIN_TOKEN)
 
 
 @pytest.fixture

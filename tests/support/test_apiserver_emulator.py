@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from testbed import schemas
+from testbed import prerequisites
 from testbed.apiserver import (
     ApiserverEmulator,
     MatchConditionNotEmulated,
@@ -1250,9 +1250,8 @@ async def test_the_storage_validation_runs_after_mutation_and_before_validating_
 async def test_a_custom_resource_failing_its_crd_schema_never_reaches_validating_webhooks(
     stubs: StubWebhooks, ca: str, emulator_for: EmulatorFactory
 ) -> None:
+    prerequisites.crds()
     store = Store()
-    if not store.validate_schemas:
-        pytest.skip(f"upstream CRDs not found at {schemas.CRD_DIR}; schema checks need them")
     stubs.on("/validate", allow)
     emulator = emulator_for(validating("v", _vcjob_hook(ca)))
     fake = FakeCluster(emulator=emulator, store=store)

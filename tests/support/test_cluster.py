@@ -16,7 +16,9 @@ from kubernetes.aio.client.exceptions import ApiException
 from kubernetes.aio.config.kube_config import new_client_from_config
 from kubernetes.aio.watch import Watch
 
+from testbed import prerequisites
 from testbed.apiserver import UserInfo
+from testbed.cluster import patches
 from testbed.cluster import resources as r
 from testbed.cluster.cluster import FakeCluster, for_autowrap
 from testbed.cluster.common import parse_label_selector, sanitize_label, service_account_user
@@ -197,12 +199,20 @@ def test_store_patch_types() -> None:
             "containers": [{"name": "main", "env": [{"name": "A", "value": "1"}]}],
         },
     }
-    out = store.patch(r.PODS, "default", "g", smp, "application/strategic-merge-patch+json")
-    assert out["spec"]["schedulingGates"] == [{"name": "other"}]
-    assert out["spec"]["tolerations"] == [{"key": "b", "operator": "Exists"}]  # atomic
-    assert out["spec"]["containers"] == [
+    # The patch semantics alone: kube-apiserver would refuse storing this one (a toleration
+    # replaced, a container's env changed: ValidatePodUpdate, tests/support/test_pod_update.py).
+    merged = patches.strategic_merge_patch(store.get(r.PODS, "default", "g") or {}, smp, "Pod")
+    assert merged["spec"]["schedulingGates"] == [{"name": "other"}]
+    assert merged["spec"]["tolerations"] == [{"key": "b", "operator": "Exists"}]  # atomic
+    assert merged["spec"]["containers"] == [
         {"name": "main", "image": "busybox", "env": [{"name": "A", "value": "1"}]}
     ]
+    allowed = {"metadata": smp["metadata"], "spec": {
+        "schedulingGates": smp["spec"]["schedulingGates"],
+        "tolerations": [*gated["spec"]["tolerations"], {"key": "b", "operator": "Exists"}]}}  # fmt: skip
+    out = store.patch(r.PODS, "default", "g", allowed, "application/strategic-merge-patch+json")
+    assert out["spec"]["schedulingGates"] == [{"name": "other"}]
+    assert out["metadata"]["labels"]["x"] == "1"
     out = store.patch(r.PODS, "default", "g", {"metadata": {"labels": {"x": None}}},
                       "application/merge-patch+json")  # fmt: skip
     assert "x" not in out["metadata"]["labels"]
@@ -887,9 +897,8 @@ async def test_front_door_in_process_webhooks_see_the_name_generated_one_include
 async def test_front_door_checks_the_schema_before_in_process_webhooks() -> None:
     # k8s.io/apiserver pkg/registry/generic/registry/store.go:569 (rest.BeforeCreate) before
     # :575 (createValidation): an object the CRD schema refuses reaches no validating webhook.
+    prerequisites.crds()
     fake = FakeCluster()
-    if not fake.store.validate_schemas:
-        pytest.skip("../shared/crds is not present")
     seen: list[str] = []
     fake.add_validating_webhook("recorder", lambda q: seen.append(q["operation"]))
     bad = {"metadata": {"name": "j", "namespace": "default"}, "spec": {"minAvailable": "two"}}
@@ -902,9 +911,8 @@ async def test_front_door_checks_the_schema_before_in_process_webhooks() -> None
 
 
 def test_store_checks_custom_resources_against_the_crd_schema() -> None:
+    prerequisites.crds()
     store = Store()
-    if not store.validate_schemas:
-        pytest.skip("../shared/crds is not present")
     bad = {"metadata": {"name": "j", "namespace": "default"}, "spec": {"minAvailable": "two"}}
     with pytest.raises(ApiError) as err:
         store.create(r.VCJOBS, bad)

@@ -86,7 +86,10 @@ class Controller:
         *,
         clock: Callable[[], float] = time.monotonic,
         observe: Callable[[float], None] = lambda seconds: None,
+        now: Callable[[], float] = time.time,
     ) -> None:
+        """``clock`` times reconciles; ``now`` is the wall clock an object's age is read
+        against (its creationTimestamp), e.g. an orphaned AppWrapper's grace period."""
         self.settings = settings
         self._observe = observe
         self.queue = WorkQueue()
@@ -126,6 +129,7 @@ class Controller:
             appwrapper_of=lambda key: self._informers["appwrappers"].get(*key),
             kinds=self._kinds,
             counters=Counters(),
+            now=now,
             served=self.served,
         )
 

@@ -1062,7 +1062,13 @@ class CertificateStore:
         return True
 
     def set_ca_bundle(self, configuration: str, ca_bundle: str) -> int:
-        """Point every webhook of a configuration at the CA; returns how many changed."""
+        """Point every webhook of a configuration at the CA; returns how many changed.
+
+        The name is looked up as a mutating, then as a validating configuration. The
+        self-managed grants name each configuration under its own kind only
+        (deploy/overlays/self-managed/rbac.yaml), so the other kind answers 403, not 404: that
+        is "not this kind" too, and it is raised only if neither kind has the name."""
+        refused: Exception | None = None
         for read, patch in (
             (self._admission.read_mutating_webhook_configuration,
              self._admission.patch_mutating_webhook_configuration),
@@ -1074,6 +1080,9 @@ class CertificateStore:
             except self._client.exceptions.ApiException as exc:
                 if exc.status == 404:
                     continue
+                if exc.status == 403:
+                    refused = exc
+                    continue
                 raise
             ops = [
                 {"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": ca_bundle}
@@ -1083,6 +1092,8 @@ class CertificateStore:
             if ops:
                 patch(configuration, ops)
             return len(ops)
+        if refused is not None:
+            raise refused
         raise ApiFailure(f"set caBundle of {configuration}", 404, "no such webhook configuration")
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import contextlib
 import dataclasses
 import gc
 import logging
@@ -682,8 +681,12 @@ class Running:
         for task in self.tasks:
             task.cancel()
         await self.site.stop()
-        with contextlib.suppress(TimeoutError):
+        # Whether every request in flight finished, or the drain timeout cut them off.
+        drained = True
+        try:
             await asyncio.wait_for(state.idle.wait(), self.options.drain_timeout)
+        except TimeoutError:
+            drained = False
         await self.runner.cleanup()
         await self.metrics_runner.cleanup()
         state.heavy.close()
@@ -697,7 +700,7 @@ class Running:
             await state.cluster.close()
         if self.scratch is not None:
             shutil.rmtree(self.scratch, ignore_errors=True)
-        log.info("stopped", extra={"fields": {"in_flight": state.in_flight}})
+        log.info("stopped", extra={"fields": {"in_flight": state.in_flight, "drained": drained}})
 
 
 @dataclass(frozen=True)
