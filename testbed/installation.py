@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from testbed.cluster import rbac as authz
 from testbed.cluster.cluster import FakeCluster
 from testbed.cluster.resources import (
     CLUSTERQUEUES,
@@ -210,45 +211,17 @@ def install(
 
 
 def grant_rbac(cluster: FakeCluster, rendered: Iterable[Mapping[str, Any]], user: str) -> None:
-    """Rules for ``user`` (a ServiceAccount's username) from the rendered ClusterRoles and Roles
-    bound to it, then a deny of everything else for it, as RBAC answers. Applied again, it
-    replaces that user's rules (the release re-applied)."""
+    """Authorize ``user`` (a ServiceAccount's username) with the rendered ClusterRoles, Roles
+    and their bindings, and nothing else, as RBAC answers. Applied again, it replaces what
+    that user was granted (the release re-applied)."""
     cluster.access_rules[:] = [r for r in cluster.access_rules if r.user != user]
-    objs = list(rendered)
-    account = user.split(":")  # system:serviceaccount:NS:NAME
-    ns_sa, sa = account[2], account[3]
-
-    def bound(binding: Mapping[str, Any]) -> bool:
-        return any(s.get("kind") == "ServiceAccount" and s.get("name") == sa
-                   and s.get("namespace") == ns_sa for s in binding.get("subjects") or [])  # fmt: skip
-
-    roles = {(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o
-             for o in objs if o.get("kind") in ("ClusterRole", "Role")}  # fmt: skip
-    for binding in objs:
-        if binding.get("kind") not in ("ClusterRoleBinding", "RoleBinding") or not bound(binding):
-            continue
-        ref = binding["roleRef"]
-        scope = binding["metadata"].get("namespace", "") if binding["kind"] == "RoleBinding" else ""
-        role = roles.get((ref["kind"], scope if ref["kind"] == "Role" else "", ref["name"]))
-        for rule in (role or {}).get("rules") or []:
-            for group in rule.get("apiGroups") or [""]:
-                for resource in rule.get("resources") or []:
-                    base, _, sub = resource.partition("/")
-                    for verb in rule.get("verbs") or []:
-                        for name in rule.get("resourceNames") or ["*"]:
-                            cluster.allow(user, verb=verb, group=group, resource=base,
-                                          subresource=sub or "", namespace=scope or "*",
-                                          name=name)  # fmt: skip
-    cluster.deny(user)
+    cluster.enforce_rbac(authz.Rbac(rendered), user)
 
 
 def revoke(cluster: FakeCluster, user: str, verb: str, group: str, resource: str) -> None:
     """Take one grant away (a ClusterRole edited by hand)."""
-    cluster.access_rules[:] = [
-        r for r in cluster.access_rules
-        if not (r.user == user and r.allowed and (r.verb, r.group, r.resource) == (verb, group,
-                                                                                 resource))
-    ]  # fmt: skip
+    assert cluster.rbac is not None, "grant_rbac first"
+    cluster.enforce_rbac(cluster.rbac.without(verb, group, resource), user)
 
 
 def ca_bundle_of(pem: bytes) -> str:

@@ -1180,8 +1180,10 @@ class FakeCluster:
                                 "specified", "Invalid")  # fmt: skip
         self.sars.append(copy.deepcopy(body))
         attrs = attrs if attrs is not None else spec.get("nonResourceAttributes") or {}
+        # A user the cluster holds to RBAC is allowed only what RBAC (or a rule) grants.
+        otherwise = self.default_allow and user not in self.under_rbac
         decision = authz.decide(authz.Attributes.of_review(user, groups, attrs),
-                                self.access_rules, self.rbac, otherwise=self.default_allow)  # fmt: skip
+                                self.access_rules, self.rbac, otherwise=otherwise)  # fmt: skip
         status: JsonDict = {"allowed": decision.allowed}
         if decision.denied:
             status["denied"] = True

@@ -239,6 +239,30 @@ class Rbac:
             docs.append(moved)
         return Rbac(docs, bootstrap=False)
 
+    def without(self, verb: str, group: str, resource: str) -> Rbac:
+        """The same roles with ``verb`` on ``group``/``resource`` taken out of every rule that
+        grants it (a ClusterRole edited by hand)."""
+        docs: list[JsonDict] = []
+        for obj in self.objects:
+            edited = yaml.safe_load(yaml.safe_dump(obj))
+            rules = []
+            for rule in edited.get("rules") or []:
+                if group in (rule.get("apiGroups") or []) and resource in (
+                    rule.get("resources") or []
+                ):
+                    others = [r for r in rule["resources"] if r != resource]
+                    if others:
+                        rules.append({**rule, "resources": others})
+                    verbs = [v for v in rule.get("verbs") or [] if v != verb]
+                    if verbs:
+                        rules.append({**rule, "resources": [resource], "verbs": verbs})
+                else:
+                    rules.append(rule)
+            if "rules" in edited:
+                edited["rules"] = rules
+            docs.append(edited)
+        return Rbac(docs, bootstrap=False)
+
     def _role(self, ref: Mapping[str, Any], namespace: str) -> Mapping[str, Any] | None:
         for obj in self.objects:
             meta = obj.get("metadata") or {}
