@@ -189,7 +189,7 @@ async def test_other_changes_to_an_adopted_job_pass() -> None:
 
 
 async def test_a_forged_requested_by_is_refused_on_create() -> None:
-    pod = gated_pod()
+    pod = gated_pod(**{names.ADOPTION_LABEL: names.ADOPTION_PENDING})
     pod["metadata"]["annotations"][names.REQUESTED_BY_ANNOTATION] = "bob"
     result = await emulator().admit("CREATE", pod, user=ALICE)
     message = denied_by(result, "autowrap-requested-by")
@@ -225,6 +225,7 @@ async def test_an_object_labelled_pending_must_be_gated_on_every_template() -> N
     denied_by(await emulator().admit("CREATE", half, user=ALICE), "autowrap-requested-by")
     allowed(await emulator().admit("CREATE", adopted_job(), user=ALICE))
     pod = gated_pod(**{names.ADOPTION_LABEL: names.ADOPTION_PENDING})
+    pod["metadata"]["annotations"][names.REQUESTED_BY_ANNOTATION] = "alice"
     allowed(await emulator().admit("CREATE", pod, user=ALICE))
     pod["spec"]["schedulingGates"] = []
     denied_by(await emulator().admit("CREATE", pod, user=ALICE), "autowrap-requested-by")

@@ -361,7 +361,12 @@ class Reconciler:
         admitted = await self._admission(appwrapper)
         if admitted is None:
             return WAIT  # Kueue has not admitted (its Workload says so), whatever the spec says
-        plan = adoption.release_plan(appwrapper, await self._live_pods(key), admitted)
+        # Whole, for the template each pod is compared with (the cache keeps no template).
+        namespace, aw_name = key
+        whole = await self._api.get(APPWRAPPERS, namespace, aw_name, timeout=API_TIMEOUT)
+        if whole is None or _uid(whole) != _uid(appwrapper):
+            return RACED  # replaced meanwhile: look again once the watch brings it
+        plan = adoption.release_plan(whole, await self._live_pods(whole, key), admitted)
         again = WAIT if plan.waiting else None
         for pod, released in plan.released:
             namespace, name = _namespace_name(pod)
@@ -385,15 +390,16 @@ class Reconciler:
                 await self._recorder.emit(owner, "ReleaseHeld", why, warning=True)
         return again
 
-    async def _live_pods(self, key: Key) -> list[Obj]:
-        """Every pod labelled for the AppWrapper, read live: the cache holds only pods not
-        released yet, and a release, which cannot be taken back, counts the pods already
-        running and uses the gates and versions as stored."""
-        namespace, aw_name = key
-        listed = await self._api.list(
-            _PODS, namespace, timeout=API_TIMEOUT, labels=f"{names.APPWRAPPER_LABEL}={aw_name}"
-        )
-        pods = [p for p in listed.get("items") or [] if isinstance(p, dict)]
+    async def _live_pods(self, appwrapper: Obj, key: Key) -> list[Obj]:
+        """Every pod that claims the object by a label (the AppWrapper's, or the one the
+        wrapped kind's controller writes: ``adoption.claim_selectors``), read live: the cache
+        holds only pods not released yet, and a release, which cannot be taken back, counts
+        every pod already running and uses the gates and versions as stored."""
+        namespace, _ = key
+        pods: list[Obj] = []
+        for selector in adoption.claim_selectors(appwrapper):
+            listed = await self._api.list(_PODS, namespace, timeout=API_TIMEOUT, labels=selector)
+            pods += [p for p in listed.get("items") or [] if isinstance(p, dict)]
         for pod in pods:  # list items carry no kind; Events about them need it
             pod.setdefault("apiVersion", "v1")
             pod.setdefault("kind", "Pod")
