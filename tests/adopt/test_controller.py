@@ -124,14 +124,16 @@ async def test_pods_beyond_the_admitted_count_stay_gated_and_say_why(tmp_path: P
         await eventually(lambda: all(not p["spec"].get("schedulingGates")
                                      for p in cluster.pods()), what="released")  # fmt: skip
 
-        # The task is scaled up after admission: Volcano creates more gated pods.
+        # The task is scaled up after admission: Volcano creates more gated pods, beyond the
+        # replicas the AppWrapper's template (what Kueue admitted) has.
         extra = [cluster.volcano_pod(job, "worker", i) for i in (1, 2)]
-        await eventually(lambda: cluster.events("ReleaseHeld"), what="ReleaseHeld event")
+        await eventually(lambda: len(cluster.events("ReleaseFailed")) >= 2, what="the reason")
 
         for pod in extra:
             stored = cluster.api.store.get(PODS, NAMESPACE, pod["metadata"]["name"])
             assert {"name": names.ADMISSION_GATE} in stored["spec"]["schedulingGates"]
-        assert "Kueue admitted 1" in cluster.events("ReleaseHeld")[0]["message"]
+        message = cluster.events("ReleaseFailed")[0]["message"]
+        assert "below its 1 replica(s)" in message, message
 
 
 async def test_a_forged_admission_on_the_appwrapper_releases_nothing(tmp_path: Path) -> None:
