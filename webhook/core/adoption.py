@@ -830,6 +830,24 @@ def collect(appwrapper: Mapping[str, Any]) -> Collect:
     return Collect.KEEP
 
 
+def orphaned(appwrapper: Mapping[str, Any], component: Mapping[str, Any] | None) -> bool:
+    """Whether an AppWrapper autowrap made for an object that is gone may be removed although
+    the name was taken again: queued and never admitted (``collect`` says LATER), and the
+    object of its component's name, read live, is not the one it was created for (its origin
+    uid is gone). Nothing of it was ever deployed, so removing it takes nothing along (the
+    AppWrapper controller deletes components by name only from Resuming on, A5, A7), and the
+    new object, not adopted yet, names no owner. The grace period ``collect`` gives is for
+    the same work coming back, which ``may_readopt`` re-adopts before this is asked."""
+    if collect(appwrapper) is not Collect.LATER:
+        return False
+    if component is None:
+        return True
+    return not owns(appwrapper, component) and not any(
+        as_map(r).get("uid") == as_map(appwrapper.get("metadata")).get("uid")
+        for r in as_list(as_map(component.get("metadata")).get("ownerReferences"))
+    )
+
+
 def _missing_component(appwrapper: Mapping[str, Any]) -> bool:
     for condition in as_list(as_map(appwrapper.get("status")).get("conditions")):
         condition = as_map(condition)
