@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed.apiserver import ApiserverEmulator, UserInfo
+from testbed.cluster import owner_references
 from testbed.cluster.cluster import FakeCluster
 from testbed.cluster.common import ServingTLS, write_kubeconfig
 from testbed.cluster.resources import ALL, APPWRAPPERS, EVENTS, LOCALQUEUES, PODS, VCJOBS
@@ -201,6 +202,8 @@ async def running_cluster(
     # autowrap runs as its own ServiceAccount, so the cluster's policies on its writes apply,
     # and reaches the API over HTTPS, checking its certificate as against kube-apiserver.
     api = FakeCluster(emulator=emulator, users={AUTOWRAP_TOKEN: AUTOWRAP}, tls=ServingTLS.issue())
+    # As OpenShift runs it (adopt-mode.md K4): what an ownerReference costs its writer.
+    api.add_validating_webhook(owner_references.NAME, owner_references.enforcement(api))
     await api.start()
     api.add_namespace(NAMESPACE, labels=dict(namespace_labels or {}))
     api.add_namespace(names.SERVICE_NAMESPACE)

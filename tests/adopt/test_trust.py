@@ -181,6 +181,34 @@ async def test_g01_the_claim_of_a_running_pod_cannot_be_taken_off_and_every_clai
         assert _gated(cluster.get(PODS, "train-worker-0"))
 
 
+async def test_an_owner_reference_costs_its_writer_only_what_upstream_asks(
+    webhook_pki: ServingPki, tmp_path: Path
+) -> None:
+    """OwnerReferencesPermissionEnforcement (gc_admission.go): naming an owner needs nothing at
+    create, delete on the object to change it later, and update on the owner's finalizers only
+    to block its deletion. Why a pod's ownerReference proves nothing about who made it."""
+    async with running_cluster(webhook_pki, tmp_path, auto_admit=False) as cluster:
+        cluster.api.deny("mallory", verb="update", resource="jobs", subresource="finalizers")
+        cluster.api.deny("mallory", verb="delete", resource="pods", name="mine")
+        await cluster.api.create(VCJOBS, vcjob(workers=1, gpus=1), user=ALICE)
+        await cluster.settle()
+        job = cluster.job()
+        assert job is not None
+        owner = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "train",
+                 "uid": job["metadata"]["uid"]}  # fmt: skip
+        pod = _side_pod({**owner, "blockOwnerDeletion": True})
+        pod["metadata"]["name"] = "mine"
+        refused = await _refused(cluster.api.create(PODS, pod, user=MALLORY))
+        assert "you can't set finalizers on" in refused.message, refused.message
+
+        pod["metadata"]["ownerReferences"] = [owner]  # not a controller: no claim
+        await cluster.api.create(PODS, pod, user=MALLORY)
+        refused = await _refused(cluster.api.patch(
+            PODS, NAMESPACE, "mine", {"metadata": {"ownerReferences": []}}, MERGE_PATCH,
+            user=MALLORY))  # fmt: skip
+        assert "cannot set an ownerRef on a resource you can't delete" in refused.message
+
+
 # --- g02: no pod escapes a wrap: Always namespace by naming an owner -----------------------------
 
 ALWAYS = f"""\
