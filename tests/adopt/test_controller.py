@@ -631,7 +631,9 @@ async def test_only_the_jobs_own_pods_are_released_with_two_replicas_or_a_restar
 
         await eventually(released, what="the Job's own pods released")
         await eventually(
-            lambda: any("aa-borrow" in str(e.get("message")) for e in cluster.events("ReleaseFailed")),
+            lambda: any(
+                "aa-borrow" in str(e.get("message")) for e in cluster.events("ReleaseFailed")
+            ),
             what="the forged pod held, and why",
         )
         assert adoption.is_gated(cluster.api.store.get(PODS, NAMESPACE, "aa-borrow"))

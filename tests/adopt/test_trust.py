@@ -100,9 +100,7 @@ async def test_g01_a_pod_made_to_claim_another_users_job_is_refused(
         job = cluster.job()
         assert job is not None
 
-        refused = await _refused(
-            cluster.api.create(PODS, _claiming_pod(job), user=MALLORY)
-        )
+        refused = await _refused(cluster.api.create(PODS, _claiming_pod(job), user=MALLORY))
         assert refused.status == 403, refused.message
         assert "autowrap-wrapped-pods" in refused.message
         assert "user 'mallory' is not it" in refused.message

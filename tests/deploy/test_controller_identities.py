@@ -39,13 +39,16 @@ def _places(objs: tuple[Obj, ...] | list[Obj]) -> list[str]:
         condition["expression"]
         for _, hook in webhooks(objs)
         for condition in hook.get("matchConditions", [])
-        if condition["name"] in ("not-from-its-controller", "appwrapper-label-only-from-its-controller")
+        if condition["name"]
+        in ("not-from-its-controller", "appwrapper-label-only-from-its-controller")
     ]
     for obj in objs:
         if obj.get("kind") == "ValidatingAdmissionPolicy" and obj["metadata"]["name"] == (
             "autowrap-wrapped-pods"
         ):
-            found += [v["expression"] for v in obj["spec"]["variables"] if v["name"] == "controllers"]
+            found += [
+                v["expression"] for v in obj["spec"]["variables"] if v["name"] == "controllers"
+            ]
     return found
 
 

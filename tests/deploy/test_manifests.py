@@ -551,13 +551,24 @@ SCENARIOS = {
         ["adopt", "wrap"],
     ),
     "controller-made pod in an Always namespace is not sent": (
-        pod(owned=True), "pods", ALWAYS, [], "system:serviceaccount:kube-system:replicaset-controller"
+        pod(owned=True),
+        "pods",
+        ALWAYS,
+        [],
+        "system:serviceaccount:kube-system:replicaset-controller",
     ),
     "mirror pod of a kubelet in an Always namespace is not sent": (
-        pod(owner=_owner("v1", "Node")), "pods", ALWAYS, [], "system:node:gpu-1"
+        pod(owner=_owner("v1", "Node")),
+        "pods",
+        ALWAYS,
+        [],
+        "system:node:gpu-1",
     ),
     "pod a user made with a borrowed ReplicaSet ownerReference is sent (and refused)": (
-        pod(owned=True), "pods", ALWAYS, ["adopt", "wrap"]
+        pod(owned=True),
+        "pods",
+        ALWAYS,
+        ["adopt", "wrap"],
     ),
     "pod of a wrapped vcjob gets its rank and is not wrapped again": (
         pod(RANKED, owned=True),

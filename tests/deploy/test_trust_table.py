@@ -77,7 +77,11 @@ def test_each_policy_named_exists_and_reads_what_its_row_names() -> None:
         named = set(re.findall(r"`(autowrap-[a-z-]+)`", stops))
         for policy in named:
             assert policy in policies, f"{what}: no policy {policy} in deploy/base"
-        keys = [k for k in re.findall(r"`([^`]+)`", what) if "/" in k or k.startswith(("spec.", "metadata."))]
+        keys = [
+            k
+            for k in re.findall(r"`([^`]+)`", what)
+            if "/" in k or k.startswith(("spec.", "metadata."))
+        ]
         if not named:
             continue
         for key in keys:

@@ -614,7 +614,7 @@ _DEFAULTED_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage"})
 
 
 def made_by_controller(pod: Mapping[str, Any], appwrapper: Mapping[str, Any]) -> str:
-    """"" when the pod is one Kueue's admission of this AppWrapper covers: the adopted Pod
+    """Empty when the pod is one Kueue's admission of this AppWrapper covers: the adopted Pod
     itself (the AppWrapper's origin uid), or a pod the wrapped object's own controller made
     from the template the AppWrapper carries (its name, its controller's annotations, its
     priority class, and its containers' names, images and resources). Otherwise what differs,
@@ -630,10 +630,10 @@ def made_by_controller(pod: Mapping[str, Any], appwrapper: Mapping[str, Any]) ->
         return "its controller is not the adopted object"
     template = as_map(provenance.component_template(appwrapper))
     adapter = kinds.find(template.get("apiVersion"), template.get("kind"))
-    if adapter is None or not has_controller_pods(adapter):
+    groups = adapter.pod_groups(template) if adapter is not None else []
+    if not has_controller_pods(adapter):
         return f"autowrap does not know how {template.get('kind')} makes its pods"
     index = podset_index(pod)
-    groups = adapter.pod_groups(template)
     if index is None or index >= len(groups):
         return f"its annotation {PODSET_ANNOTATION} names no podSet of the AppWrapper"
     group = groups[index]
@@ -651,7 +651,9 @@ def _containers_mismatch(template: Mapping[str, Any], spec: Mapping[str, Any]) -
         for want, got in zip(wanted, have, strict=True):
             where = f"spec.{field}[{want.get('name')}]"
             if want.get("image") != got.get("image"):
-                return f"{where}.image is {got.get('image')!r}, the template's {want.get('image')!r}"
+                return (
+                    f"{where}.image is {got.get('image')!r}, the template's {want.get('image')!r}"
+                )
             for part in ("requests", "limits"):
                 asked = as_map(as_map(want.get("resources")).get(part))
                 given = as_map(as_map(got.get("resources")).get(part))

@@ -144,7 +144,7 @@ class HasControllerPods(Protocol):
         ...
 
     def pod_mismatch(self, obj: Mapping[str, Any], group: PodGroup, pod: Mapping[str, Any]) -> str:
-        """"" when ``pod`` is one the controller makes for ``group`` of ``obj`` (its name,
+        """Empty when ``pod`` is one the controller makes for ``group`` of ``obj`` (its name,
         its annotations, its priority class); otherwise what differs."""
         ...
 
