@@ -21,8 +21,9 @@ from testbed.cluster.patches import MERGE_PATCH
 from testbed.cluster.resources import APPWRAPPERS, PODS, VCJOBS
 from testbed.cluster.store import ApiError
 from testbed.pki import ServingPki
-from tests.adopt.cluster import ALICE, NAMESPACE, QUEUE, Cluster, running_cluster, vcjob
+from tests.adopt.cluster import ALICE, NAMESPACE, Cluster, running_cluster, vcjob
 from tests.adopt.harness import eventually
+from tests.adopt.test_safety import ALWAYS, _unlabelled
 from webhook.core import adoption
 from webhook.model import names
 
@@ -82,6 +83,15 @@ def _event_messages(cluster: Cluster, reason: str) -> list[str]:
     ]
 
 
+async def _alices_job(cluster: Cluster, name: str = "train") -> Obj:
+    """alice's Volcano Job (a master and a worker, 1 GPU each), adopted."""
+    await cluster.api.create(VCJOBS, vcjob(name, workers=1, gpus=1), user=ALICE)
+    await cluster.settle()
+    job = cluster.job(name)
+    assert job is not None
+    return job
+
+
 async def _refused(call: Any) -> ApiError:
     with pytest.raises(ApiError) as refused:
         await call
@@ -95,10 +105,7 @@ async def test_g01_a_pod_made_to_claim_another_users_job_is_refused(
     webhook_pki: ServingPki, tmp_path: Path
 ) -> None:
     async with running_cluster(webhook_pki, tmp_path, auto_admit=False) as cluster:
-        await cluster.api.create(VCJOBS, vcjob(workers=1, gpus=1), user=ALICE)
-        await cluster.settle()
-        job = cluster.job()
-        assert job is not None
+        job = await _alices_job(cluster)
 
         refused = await _refused(cluster.api.create(PODS, _claiming_pod(job), user=MALLORY))
         assert refused.status == 403, refused.message
@@ -121,10 +128,7 @@ async def test_g01_a_claiming_pod_from_before_the_policy_is_held_and_the_jobs_ow
     webhook_pki: ServingPki, tmp_path: Path
 ) -> None:
     async with running_cluster(webhook_pki, tmp_path, auto_admit=False) as cluster:
-        await cluster.api.create(VCJOBS, vcjob(workers=1, gpus=1), user=ALICE)
-        await cluster.settle()
-        job = cluster.job()
-        assert job is not None
+        job = await _alices_job(cluster)
         # Stored as it is where the pod was created before autowrap-wrapped-pods existed (the
         # release must hold whatever the admission chain let through once).
         cluster.api.store.create(PODS, _claiming_pod(job))
@@ -143,10 +147,8 @@ async def test_g01_the_claim_of_a_running_pod_cannot_be_taken_off_and_every_clai
     webhook_pki: ServingPki, tmp_path: Path
 ) -> None:
     async with running_cluster(webhook_pki, tmp_path) as cluster:
-        await cluster.api.create(VCJOBS, vcjob(workers=1, gpus=1), user=ALICE)
-        await cluster.settle()
-        worker = cluster.get(PODS, "train-worker-0")
-        assert _running(worker)
+        await _alices_job(cluster)
+        assert _running(cluster.get(PODS, "train-worker-0"))
 
         # Step 4 of the review: the AppWrapper label off a running pod of the job.
         unlabel = {"metadata": {"labels": {names.APPWRAPPER_LABEL: None}}}
@@ -188,10 +190,7 @@ async def test_an_owner_reference_costs_its_writer_only_what_upstream_asks(
     async with running_cluster(webhook_pki, tmp_path, auto_admit=False) as cluster:
         cluster.api.deny("mallory", verb="update", resource="jobs", subresource="finalizers")
         cluster.api.deny("mallory", verb="delete", resource="pods", name="mine")
-        await cluster.api.create(VCJOBS, vcjob(workers=1, gpus=1), user=ALICE)
-        await cluster.settle()
-        job = cluster.job()
-        assert job is not None
+        job = await _alices_job(cluster)
         owner = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "train",
                  "uid": job["metadata"]["uid"]}  # fmt: skip
         pod = _side_pod({**owner, "blockOwnerDeletion": True})
@@ -208,27 +207,6 @@ async def test_an_owner_reference_costs_its_writer_only_what_upstream_asks(
 
 
 # --- g02: no pod escapes a wrap: Always namespace by naming an owner -----------------------------
-
-ALWAYS = f"""\
-apiVersion: autowrap.io/v1alpha1
-kind: Policy
-metadata:
-  name: always-here
-spec:
-  namespaces:
-    names: ["{NAMESPACE}"]
-  wrap: Always
-  enforcement: Enforce
-  queue:
-    default: {QUEUE}
-"""
-
-
-def _unlabelled(obj: Obj) -> Obj:
-    labels = obj["metadata"]["labels"]
-    labels.pop(names.WRAP_LABEL, None)
-    labels.pop(names.QUEUE_LABEL, None)
-    return obj
 
 
 def _side_pod(owner: Obj) -> Obj:
@@ -374,8 +352,7 @@ async def test_a_pod_created_between_the_two_phases_of_an_eviction_stays_gated(
     webhook_pki: ServingPki, tmp_path: Path
 ) -> None:
     async with running_cluster(webhook_pki, tmp_path) as cluster:
-        await cluster.api.create(VCJOBS, vcjob(workers=1, gpus=1), user=ALICE)
-        await cluster.settle()
+        await _alices_job(cluster)
         assert _running(cluster.get(PODS, "train-worker-0"))
 
         # Kueue's first phase: the Workload says Evicted while Admitted and status.admission
