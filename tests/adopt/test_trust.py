@@ -83,9 +83,9 @@ def _event_messages(cluster: Cluster, reason: str) -> list[str]:
     ]
 
 
-async def _alices_job(cluster: Cluster, name: str = "train") -> Obj:
-    """alice's Volcano Job (a master and a worker, 1 GPU each), adopted."""
-    await cluster.api.create(VCJOBS, vcjob(name, workers=1, gpus=1), user=ALICE)
+async def _alices_job(cluster: Cluster, name: str = "train", *, workers: int = 1) -> Obj:
+    """alice's Volcano Job (a master and ``workers`` workers, 1 GPU each), adopted."""
+    await cluster.api.create(VCJOBS, vcjob(name, workers=workers, gpus=1), user=ALICE)
     await cluster.settle()
     job = cluster.job(name)
     assert job is not None
@@ -128,7 +128,7 @@ async def test_g01_a_claiming_pod_from_before_the_policy_is_held_and_the_jobs_ow
     webhook_pki: ServingPki, tmp_path: Path
 ) -> None:
     async with running_cluster(webhook_pki, tmp_path, auto_admit=False) as cluster:
-        job = await _alices_job(cluster)
+        job = await _alices_job(cluster, workers=3)  # admitted for 3 workers: room to spare
         # Stored as it is where the pod was created before autowrap-wrapped-pods existed (the
         # release must hold whatever the admission chain let through once).
         cluster.api.store.create(PODS, _claiming_pod(job))
@@ -137,8 +137,8 @@ async def test_g01_a_claiming_pod_from_before_the_policy_is_held_and_the_jobs_ow
         await cluster.settle()
 
         assert _gated(cluster.get(PODS, "aa-borrow"))
-        assert _running(cluster.get(PODS, "train-worker-0"))
-        assert _running(cluster.get(PODS, "train-master-0"))
+        for name in ("train-master-0", "train-worker-0", "train-worker-1", "train-worker-2"):
+            assert _running(cluster.get(PODS, name)), name
         held = [m for m in _event_messages(cluster, "ReleaseFailed") if "aa-borrow" in m]
         assert held and "not a pod the admission covers" in held[0], held
 
