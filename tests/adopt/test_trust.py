@@ -366,12 +366,12 @@ async def test_a_pod_created_between_the_two_phases_of_an_eviction_stays_gated(
         # A pod of the job is made again in that window (Volcano replaces a deleted one).
         await cluster.api.delete(PODS, NAMESPACE, "train-worker-0", user=ALICE)
         await eventually(lambda: _gated(cluster.get(PODS, "train-worker-0")),
-                         what="the worker made again, gated")  # fmt: skip
-        await cluster.settle()  # autowrap has looked at it (the release would show here)
+                         what="the worker made again, gated", timeout=60)  # fmt: skip
+        await cluster.settle(timeout=60)  # autowrap has looked at it (the release would show here)
         assert _gated(cluster.get(PODS, "train-worker-0"))
 
         # The second phase: the AppWrapper is stopped and suspends; nothing was released.
         cluster.sims.kueue.resume()
-        await cluster.settle()
+        await cluster.settle(timeout=60)
         assert cluster.appwrapper()["status"]["phase"] == "Suspended"  # type: ignore[index]
         assert all(_gated(p) or p["metadata"].get("deletionTimestamp") for p in cluster.pods())
