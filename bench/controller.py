@@ -202,7 +202,8 @@ async def _quiet(tracker: Tracker, server: load.Process, timeout: float) -> floa
 def _volcano_pods(job: Obj) -> list[Obj]:
     """The pods Volcano's createJobPod makes from the stored Job: each task template copied
     whole (gate, AppWrapper label and podSet annotation included), named
-    ``{job}-{task}-{index}``, with the task annotations and a controller reference."""
+    ``{job}-{task}-{index}``, with the job and task annotations and a controller reference
+    (job_controller_util.go, volcano.md section 3)."""
     job_name = job["metadata"]["name"]
     found = []
     for task in job["spec"]["tasks"]:
@@ -214,6 +215,7 @@ def _volcano_pods(job: Obj) -> list[Obj]:
             annotations = metadata.setdefault("annotations", {})
             annotations[names.VOLCANO_TASK_SPEC] = task["name"]
             annotations[names.VOLCANO_TASK_INDEX] = str(index)
+            annotations[names.VOLCANO_JOB_NAME] = job_name
             metadata.setdefault("labels", {})[names.VOLCANO_JOB_NAME] = job_name
             metadata["ownerReferences"] = [{
                 "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": job_name,

@@ -46,6 +46,7 @@ from testbed.cluster.store import ApiError
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY_BASE = REPO / "deploy" / "base"
+OWNER_REFERENCES_COMPONENT = REPO / "deploy" / "components" / "owner-references-enforcement"
 RBAC_GROUP = "rbac.authorization.k8s.io"
 MASTERS = "system:masters"
 AUTHENTICATED = "system:authenticated"
@@ -239,6 +240,11 @@ class Rbac:
             docs.append(moved)
         return Rbac(docs, bootstrap=False)
 
+    def including(self, component: Path) -> Rbac:
+        """These roles and bindings and those of a kustomize Component (its grants added to an
+        install, as ``components:`` adds them)."""
+        return Rbac([*self.objects, *_documents(component.resolve())], bootstrap=False)
+
     def without(self, verb: str, group: str, resource: str) -> Rbac:
         """The same roles with ``verb`` on ``group``/``resource`` taken out of every rule that
         grants it (a ClusterRole edited by hand)."""
@@ -378,6 +384,7 @@ def decide(
 
 __all__ = [
     "DEPLOY_BASE",
+    "OWNER_REFERENCES_COMPONENT",
     "Attributes",
     "Decision",
     "Rbac",

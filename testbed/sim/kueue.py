@@ -153,8 +153,17 @@ class Kueue(Simulator):
         self.queue_key((namespace, name))
 
     async def preempt(self, namespace: str, name: str) -> None:
-        """Evict the Workload; the job reconciler then suspends the AppWrapper. It waits for
-        :meth:`admit` or :meth:`release`, even with ``auto_admit``."""
+        """Evict the Workload as Kueue does, in two phases. The scheduler's preemption writes
+        ``Evicted=True`` alone: ``Admitted``, ``QuotaReserved`` and ``status.admission`` stay.
+        The job reconciler then stops the AppWrapper (``suspend: true``) and clears the
+        reservation only once the AppWrapper is no longer active (jobframework reconciler.go,
+        "6. handle eviction": stopJob, then, when ``!job.IsActive()``,
+        UnsetQuotaReservationWithCondition; the AppWrapper is active while its QuotaReserved
+        condition is true, which its controller sets false once Suspended). Pausing this
+        simulator right after ``preempt`` holds the first window (Evicted and still Admitted, the
+        AppWrapper still running); pausing the AppWrapper controller holds the second (stopped,
+        not yet inactive). It waits for :meth:`admit` or :meth:`release`, even with
+        ``auto_admit``."""
         self._held.add((namespace, name))
 
         async def attempt() -> None:
@@ -162,17 +171,21 @@ class Kueue(Simulator):
             if wl is None:
                 raise LookupError(f"no Workload for AppWrapper {namespace}/{name}")
             status = wl.setdefault("status", {})
-            status.pop("admission", None)
             message = "Preempted to accommodate a workload"
             set_condition(status, "Evicted", True, "Preempted", message)
-            set_condition(status, "QuotaReserved", False, "Pending", "Preempted")
-            set_condition(
-                status, "Admitted", False, "NoReservation", "The workload has no reservation"
-            )
             await self.update_status(WORKLOADS, wl)
 
         await retry_on_conflict(attempt)
         self.queue_key((namespace, name))
+
+    async def _clear_reservation(self, wl: JsonDict) -> None:
+        """UnsetQuotaReservationWithCondition: the admission dropped, QuotaReserved and
+        Admitted false (workload.go)."""
+        status = wl.setdefault("status", {})
+        status.pop("admission", None)
+        set_condition(status, "QuotaReserved", False, "Pending", "Preempted")
+        set_condition(status, "Admitted", False, "NoReservation", "The workload has no reservation")
+        await self.update_status(WORKLOADS, wl)
 
     def release(self, namespace: str, name: str) -> None:
         """Let ``auto_admit`` admit a preempted AppWrapper again."""
@@ -204,6 +217,12 @@ class Kueue(Simulator):
             return
         wl = await self._workload(aw)
         suspended = bool((aw.get("spec") or {}).get("suspend"))
+        if _admitted(wl) and (condition(wl, "Evicted") or {}).get("status") == "True":
+            if not suspended:
+                await self._stop(aw)
+            elif (condition(aw, "QuotaReserved") or {}).get("status") != "True":
+                await self._clear_reservation(wl)
+            return
         if _admitted(wl):
             if suspended and key not in self._held:
                 await self._start(aw, wl)

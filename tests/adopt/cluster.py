@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from testbed.apiserver import ApiserverEmulator, UserInfo
+from testbed.cluster import owner_references
 from testbed.cluster.cluster import AUTOWRAP_TOKEN, FakeCluster
 from testbed.cluster.common import ServingTLS, write_kubeconfig
+from testbed.cluster.rbac import OWNER_REFERENCES_COMPONENT
 from testbed.cluster.resources import ALL, APPWRAPPERS, EVENTS, LOCALQUEUES, PODS, VCJOBS
 from testbed.pki import ServingPki
 from testbed.policies import in_mode
@@ -188,10 +190,13 @@ async def running_cluster(
     extra_policies: str = "",
     namespace_labels: Mapping[str, str] | None = None,
     mode: str = "Adopt",
+    owner_references_enforcement: bool = True,
 ) -> AsyncIterator[Cluster]:
     """``pods=False`` switches Volcano and the kubelet off, ``upstream=False`` every simulator
     (for tests about adoption alone); ``extra_policies`` is a policy file added to the shipped
-    ones, ``namespace_labels`` label the user's namespace, ``mode`` is every policy's mode."""
+    ones, ``namespace_labels`` label the user's namespace, ``mode`` is every policy's mode;
+    ``owner_references_enforcement=False`` is a cluster without that admission plugin (the
+    upstream default), autowrap then holding deploy/base's grants alone."""
     configurations = webhook_configurations()
     emulator = ApiserverEmulator("127.0.0.1", 0, configurations,
                                  match_conditions=cel_predicates(configurations),
@@ -202,6 +207,12 @@ async def running_cluster(
     # autowrap's requests are authorized by the RBAC deploy/base grants its ServiceAccount.
     api = FakeCluster(emulator=emulator, tls=ServingTLS.issue())
     api.authorize_autowrap(AUTOWRAP_TOKEN, AUTOWRAP)
+    # As OpenShift runs it (adopt-mode.md K4): what an ownerReference costs its writer, and the
+    # component docs/install.md adds there for it.
+    if owner_references_enforcement:
+        api.add_validating_webhook(owner_references.NAME, owner_references.enforcement(api))
+        assert api.rbac is not None
+        api.enforce_rbac(api.rbac.including(OWNER_REFERENCES_COMPONENT), AUTOWRAP.username)
     await api.start()
     api.add_namespace(NAMESPACE, labels=dict(namespace_labels or {}))
     api.add_namespace(names.SERVICE_NAMESPACE)

@@ -178,14 +178,19 @@ class Adopting:
 
     def volcano_pod(self, job: Obj, task_name: str, index: int) -> Obj:
         """One pod as Volcano's createJobPod makes it: the task template copied whole, named
-        ``{job}-{task}-{index}``, with the task annotations and a controller reference."""
+        ``{job}-{task}-{index}``, with the job and task annotations and labels and a controller
+        reference (job_controller_util.go, volcano.md section 3)."""
         task = next(t for t in job["spec"]["tasks"] if t["name"] == task_name)
         template = copy.deepcopy(task["template"])
         metadata = template.get("metadata", {})
         metadata["name"] = f"{job['metadata']['name']}-{task_name}-{index}"
         metadata["namespace"] = NAMESPACE
-        metadata.setdefault("annotations", {})[names.VOLCANO_TASK_SPEC] = task_name
-        metadata["annotations"][names.VOLCANO_TASK_INDEX] = str(index)
+        written = {names.VOLCANO_TASK_SPEC: task_name, names.VOLCANO_TASK_INDEX: str(index),
+                   names.VOLCANO_JOB_NAME: job["metadata"]["name"]}  # fmt: skip
+        metadata.setdefault("annotations", {}).update(written)
+        metadata.setdefault("labels", {}).update(written)
+        if job["spec"].get("priorityClassName") and not template["spec"].get("priorityClassName"):
+            template["spec"]["priorityClassName"] = job["spec"]["priorityClassName"]
         metadata["ownerReferences"] = [{"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
                                         "name": job["metadata"]["name"],
                                         "uid": job["metadata"]["uid"], "controller": True}]  # fmt: skip

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import time
 from pathlib import Path
+
+import pytest
 
 from testbed.apiserver import UserInfo
 from testbed.cluster.patches import MERGE_PATCH as MERGE
 from testbed.cluster.resources import APPWRAPPERS, LEASES, PODS, VCJOBS
 from tests.adopt.harness import NAMESPACE, QUEUE, adopting, eventually, prepared, vcjob
+from webhook.core import adoption
 from webhook.model import names
 
 BOB = UserInfo(username="bob", uid="bob-uid", groups=("system:authenticated",))
@@ -123,14 +127,16 @@ async def test_pods_beyond_the_admitted_count_stay_gated_and_say_why(tmp_path: P
         await eventually(lambda: all(not p["spec"].get("schedulingGates")
                                      for p in cluster.pods()), what="released")  # fmt: skip
 
-        # The task is scaled up after admission: Volcano creates more gated pods.
+        # The task is scaled up after admission: Volcano creates more gated pods, beyond the
+        # replicas the AppWrapper's template (what Kueue admitted) has.
         extra = [cluster.volcano_pod(job, "worker", i) for i in (1, 2)]
-        await eventually(lambda: cluster.events("ReleaseHeld"), what="ReleaseHeld event")
+        await eventually(lambda: len(cluster.events("ReleaseFailed")) >= 2, what="the reason")
 
         for pod in extra:
             stored = cluster.api.store.get(PODS, NAMESPACE, pod["metadata"]["name"])
             assert {"name": names.ADMISSION_GATE} in stored["spec"]["schedulingGates"]
-        assert "Kueue admitted 1" in cluster.events("ReleaseHeld")[0]["message"]
+        message = cluster.events("ReleaseFailed")[0]["message"]
+        assert "below its 1 replica(s)" in message, message
 
 
 async def test_a_forged_admission_on_the_appwrapper_releases_nothing(tmp_path: Path) -> None:
@@ -601,3 +607,46 @@ async def test_labelled_pods_no_policy_covers_are_not_cached(tmp_path: Path) -> 
         cached = pods.get(NAMESPACE, "notebook")
         assert cached is not None and set(cached["spec"]) <= {
             "schedulingGates", "nodeSelector", "tolerations"}  # fmt: skip
+
+
+@pytest.mark.parametrize("replicas", ["one, restarted", "two"])
+async def test_only_the_jobs_own_pods_are_released_with_two_replicas_or_a_restart(
+    tmp_path: Path, replicas: str
+) -> None:
+    """Issue 26 (review g01) with the controller's replicas as users run them: a gated pod that
+    names the Job as its controller but is not Volcano's (her name, her image, 8 GPUs) is held
+    while the Job's own pods are released, with room to spare in the admission."""
+    async with adopting(tmp_path) as cluster:
+        first = await cluster.start_controller("replica-a")
+        if replicas == "two":
+            await cluster.start_controller("replica-b")
+        cluster.store_job(vcjob(workers=3))
+        job = await eventually(lambda: _adopted(cluster.job()) and cluster.job())
+        forged = copy.deepcopy(cluster.volcano_pod(job, "worker", 0))
+        cluster.api.store.delete(PODS, NAMESPACE, "train-worker-0")
+        forged["metadata"] = {k: v for k, v in forged["metadata"].items()
+                              if k in ("labels", "annotations", "ownerReferences")}  # fmt: skip
+        forged["metadata"].update(name="aa-borrow", namespace=NAMESPACE)
+        forged["spec"]["containers"][0]["image"] = "mallory/miner"
+        cluster.api.store.create(PODS, forged)
+        own = [cluster.volcano_pod(job, "master", 0), cluster.volcano_pod(job, "worker", 1)]
+        if replicas != "two":
+            await cluster.stop_controller(first)
+            await cluster.start_controller("replica-c")
+
+        cluster.admit()
+
+        def released() -> bool:
+            return all(
+                not adoption.is_gated(cluster.api.store.get(PODS, NAMESPACE, p["metadata"]["name"]))
+                for p in own
+            )
+
+        await eventually(released, what="the Job's own pods released")
+        await eventually(
+            lambda: any(
+                "aa-borrow" in str(e.get("message")) for e in cluster.events("ReleaseFailed")
+            ),
+            what="the forged pod held, and why",
+        )
+        assert adoption.is_gated(cluster.api.store.get(PODS, NAMESPACE, "aa-borrow"))

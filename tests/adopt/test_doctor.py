@@ -61,7 +61,11 @@ def _run(argv: list[str]) -> tuple[int, str, str]:
 async def installed(
     pki: ServingPki, tmp_path: Path, mode: str = "Adopt"
 ) -> AsyncIterator[tuple[Cluster, Path]]:
-    async with running_cluster(pki, tmp_path, mode=mode) as cluster:
+    # A cluster as the release installs into it: without OwnerReferencesPermissionEnforcement,
+    # so deploy/base's grants are all autowrap needs.
+    async with running_cluster(
+        pki, tmp_path, mode=mode, owner_references_enforcement=False
+    ) as cluster:
         rendered = render("base")
         installation.install(cluster.api, rendered, ca_bundle=pki.ca_bundle,
                              serving_port=cluster.running.port, policy_dir=tmp_path / "policies",

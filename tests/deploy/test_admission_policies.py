@@ -189,7 +189,7 @@ async def test_other_changes_to_an_adopted_job_pass() -> None:
 
 
 async def test_a_forged_requested_by_is_refused_on_create() -> None:
-    pod = gated_pod()
+    pod = gated_pod(**{names.ADOPTION_LABEL: names.ADOPTION_PENDING})
     pod["metadata"]["annotations"][names.REQUESTED_BY_ANNOTATION] = "bob"
     result = await emulator().admit("CREATE", pod, user=ALICE)
     message = denied_by(result, "autowrap-requested-by")
@@ -225,6 +225,7 @@ async def test_an_object_labelled_pending_must_be_gated_on_every_template() -> N
     denied_by(await emulator().admit("CREATE", half, user=ALICE), "autowrap-requested-by")
     allowed(await emulator().admit("CREATE", adopted_job(), user=ALICE))
     pod = gated_pod(**{names.ADOPTION_LABEL: names.ADOPTION_PENDING})
+    pod["metadata"]["annotations"][names.REQUESTED_BY_ANNOTATION] = "alice"
     allowed(await emulator().admit("CREATE", pod, user=ALICE))
     pod["spec"]["schedulingGates"] = []
     denied_by(await emulator().admit("CREATE", pod, user=ALICE), "autowrap-requested-by")
@@ -335,3 +336,89 @@ async def test_autowrap_creates_only_dry_runs_and_deletes_nothing() -> None:
 async def test_every_variant_ships_the_policies(variant: str) -> None:
     denied_by(await update(gated_pod(), remove_gate, ALICE, variant), "autowrap-admission-gate")
     denied_by(await update(gated_pod(), swap_image, AUTOWRAP, variant), "autowrap-own-writes")
+
+
+# --- 5. a pod of a wrapped object is its controller's (0.3 review g01) ----------------------------
+
+VOLCANO = UserInfo(username="system:serviceaccount:volcano-system:volcano-controllers",
+                   groups=("system:serviceaccounts", "system:authenticated"))  # fmt: skip
+COLLECTOR = UserInfo(username="system:serviceaccount:kube-system:generic-garbage-collector",
+                     groups=("system:serviceaccounts", "system:authenticated"))  # fmt: skip
+JOB_OWNER = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "train",
+             "uid": "job-uid", "controller": True}  # fmt: skip
+
+
+def volcano_pod() -> Obj:
+    pod = gated_pod()
+    pod["metadata"]["ownerReferences"] = [copy.deepcopy(JOB_OWNER)]
+    return pod
+
+
+async def test_only_its_controller_creates_a_pod_that_claims_a_wrapped_object() -> None:
+    denied_by(await emulator().admit("CREATE", volcano_pod(), user=ALICE), "autowrap-wrapped-pods")
+    allowed(await emulator().admit("CREATE", volcano_pod(), user=VOLCANO))
+    for claim in ("owner", "label", "gate"):
+        pod = volcano_pod()
+        if claim != "owner":
+            del pod["metadata"]["ownerReferences"]
+        if claim != "label":
+            del pod["metadata"]["labels"][APPWRAPPER_LABEL]
+        if claim != "gate":
+            del pod["spec"]["schedulingGates"]
+        message = denied_by(await emulator().admit("CREATE", pod, user=ALICE),
+                            "autowrap-wrapped-pods")  # fmt: skip
+        assert "user 'alice' is not it" in message, claim
+    # A Pod as autowrap's admission prepares it for its own requester.
+    prepared = gated_pod(**{names.ADOPTION_LABEL: names.ADOPTION_PENDING})
+    prepared["metadata"]["annotations"][names.REQUESTED_BY_ANNOTATION] = "alice"
+    allowed(await emulator().admit("CREATE", prepared, user=ALICE))
+    prepared["metadata"]["ownerReferences"] = [copy.deepcopy(JOB_OWNER)]
+    denied_by(await emulator().admit("CREATE", prepared, user=ALICE), "autowrap-wrapped-pods")
+    # autowrap's dry runs of an AppWrapper's components.
+    allowed(await emulator().admit("CREATE", volcano_pod(), user=AUTOWRAP, dry_run=True))
+
+
+async def test_the_claim_of_a_pod_stays_as_it_was_created() -> None:
+    def unlabel(pod: Obj) -> None:
+        del pod["metadata"]["labels"][APPWRAPPER_LABEL]
+
+    def relabel(pod: Obj) -> None:
+        pod["metadata"]["labels"][APPWRAPPER_LABEL] = "other"
+
+    def disown(pod: Obj) -> None:
+        pod["metadata"]["ownerReferences"] = []
+
+    def annotate(pod: Obj) -> None:
+        pod["metadata"]["annotations"]["note"] = "mine"
+
+    for change in (unlabel, relabel, disown):
+        denied_by(await update(volcano_pod(), change, ALICE), "autowrap-wrapped-pods")
+    allowed(await update(volcano_pod(), annotate, ALICE))
+    allowed(await update(volcano_pod(), disown, COLLECTOR))  # orphaning
+
+
+async def test_an_adopted_jobs_priority_class_is_frozen_and_left_out_defaults_are_not_judged() -> (
+    None
+):
+    def prioritize(job: Obj) -> None:
+        job["spec"]["priorityClassName"] = "cluster-critical-training"
+
+    message = denied_by(await update(adopted_job(), prioritize, ALICE), "autowrap-adopted-job-size")
+    assert message.split("denied request: ")[1].startswith("spec.priorityClassName:")
+
+    def reapplied(job: Obj) -> None:  # kubectl apply: the manifest has no minAvailable defaults
+        del job["spec"]["minAvailable"]
+        for task in job["spec"]["tasks"]:
+            task.pop("minAvailable", None)
+            task["template"]["spec"]["containers"][0]["image"] = "train:2"
+
+    old = adopted_job()
+    for task in old["spec"]["tasks"]:
+        task["minAvailable"] = 1
+    allowed(await update(old, reapplied, ALICE))  # Volcano's own webhook judges the image
+
+    def lower(job: Obj) -> None:
+        job["spec"]["tasks"][1]["minAvailable"] = 0
+
+    message = denied_by(await update(old, lower, ALICE), "autowrap-adopted-job-size")
+    assert message.split("denied request: ")[1].startswith("spec.tasks[*].minAvailable:")

@@ -492,6 +492,13 @@ SCENARIOS = {
         "jobs",
         ALWAYS,
         [],
+        names.APPWRAPPER_CONTROLLER_USER,
+    ),
+    "vcjob a user made with a borrowed AppWrapper ownerReference is sent (and refused)": (
+        vcjob(owned=True),
+        "jobs",
+        ALWAYS,
+        ["adopt", "wrap"],
     ),
     "vcjob with a user's AppWrapper label in an Always namespace is sent (and refused)": (
         vcjob(WRAPPED),
@@ -527,12 +534,32 @@ SCENARIOS = {
         TEAM,
         ["adopt", "wrap"],
     ),
-    "controller-made pod in an Always namespace is not sent": (pod(owned=True), "pods", ALWAYS, []),
+    "controller-made pod in an Always namespace is not sent": (
+        pod(owned=True),
+        "pods",
+        ALWAYS,
+        [],
+        "system:serviceaccount:kube-system:replicaset-controller",
+    ),
+    "mirror pod of a kubelet in an Always namespace is not sent": (
+        pod(owner=_owner("v1", "Node")),
+        "pods",
+        ALWAYS,
+        [],
+        "system:node:gpu-1",
+    ),
+    "pod a user made with a borrowed ReplicaSet ownerReference is sent (and refused)": (
+        pod(owned=True),
+        "pods",
+        ALWAYS,
+        ["adopt", "wrap"],
+    ),
     "pod of a wrapped vcjob gets its rank and is not wrapped again": (
         pod(RANKED, owned=True),
         "pods",
         ALWAYS,
         ["rank"],
+        "system:serviceaccount:volcano-system:volcano-controllers",
     ),
     "AppWrapper of a vcjob is completed and validated": (
         appwrapper(vcjob()),
@@ -579,9 +606,11 @@ def webhook_role(objs: Iterable[Obj], name: str) -> str:
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_which_webhooks_see_an_object(scenario: str) -> None:
-    obj, resource, ns_labels, expected = SCENARIOS[scenario]
+    obj, resource, ns_labels, expected, *user = SCENARIOS[scenario]
     objs = render("base")
-    called = webhooks_called(objs, resource=resource, obj=obj, namespace_labels=ns_labels)
+    called = webhooks_called(
+        objs, resource=resource, obj=obj, namespace_labels=ns_labels, user=(user or ["alice"])[0]
+    )
     assert sorted(webhook_role(objs, n) for n in called) == sorted(expected), called
 
 
@@ -667,11 +696,13 @@ def as_prepared(obj: Obj) -> Obj:
     return prepared
 
 
-def wrap_routes(objs: Iterable[Obj], kind: str, obj: Obj, ns_labels: dict[str, str]) -> list[str]:
+def wrap_routes(
+    objs: Iterable[Obj], kind: str, obj: Obj, ns_labels: dict[str, str], user: str = "alice"
+) -> list[str]:
     """The wrap entries of one configuration that `obj` reaches, as "<kind>.<route>"."""
     resource = "jobs" if obj["kind"] == "Job" else "pods"
     called = webhooks_called(
-        objs, resource=resource, obj=obj, namespace_labels=ns_labels, kind=kind
+        objs, resource=resource, obj=obj, namespace_labels=ns_labels, kind=kind, user=user
     )
     routes = []
     for name in called:
@@ -743,7 +774,7 @@ def test_mutating_wrap_entries_share_the_scope_of_their_validating_twins() -> No
         conditions = {c["name"] for c in hook.get("matchConditions", [])}
         if name.endswith("-always.autowrap.io"):
             assert "objectSelector" not in hook, name
-            assert {"no-controller-owner", "appwrapper-label-only-from-its-controller"} <= (
+            assert {"not-from-its-controller", "appwrapper-label-only-from-its-controller"} <= (
                 conditions
             ), name
             assert hook["matchConditions"] == twin["matchConditions"], name
@@ -1361,17 +1392,20 @@ def test_always_entries_let_exactly_the_adapters_controller_owners_through(make:
     adapter = kinds.find(make()["apiVersion"], make()["kind"])
     assert adapter is not None
     route = f"{adapter.resource if adapter.kind == 'Pod' else 'vcjobs'}.always"
+    controller_user = "system:serviceaccount:kube-system:job-controller"
     for group, kind in sorted(adapter.owner_kinds):
         api_version = f"{group}/v9" if group else "v1"
-        for controller, sent in ((True, False), (False, True)):
+        for controller, user, sent in ((True, controller_user, False), (False, controller_user, True),
+                                       (True, "alice", True)):  # fmt: skip
             obj = make(owner=_owner(api_version, kind, controller=controller))
             for config in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
-                routes = wrap_routes(objs, config, obj, ALWAYS)
-                assert routes == ([route] if sent else []), (kind, controller, config)
+                routes = wrap_routes(objs, config, obj, ALWAYS, user)
+                assert routes == ([route] if sent else []), (kind, controller, user, config)
     for api_version, kind in (("v1", "ConfigMap"), ("example.com/v1", "ReplicaSet"),
                               ("apps/v1", "Deployment"), ("batch.volcano.sh.evil/v1", "Job")):  # fmt: skip
         obj = make(owner=_owner(api_version, kind))
-        assert wrap_routes(objs, "ValidatingWebhookConfiguration", obj, ALWAYS) == [route], kind
+        assert wrap_routes(objs, "ValidatingWebhookConfiguration", obj, ALWAYS,
+                           controller_user) == [route], kind  # fmt: skip
 
 
 @pytest.mark.parametrize("make", [vcjob, pod], ids=["vcjob", "pod"])

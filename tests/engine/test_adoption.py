@@ -501,6 +501,22 @@ def test_an_appwrapper_whose_object_is_gone_is_collected_only_when_it_holds_noth
     assert adoption.collect(appwrapper) is verdict
 
 
+def test_a_queued_appwrapper_whose_object_is_gone_is_orphaned_whoever_took_the_name() -> None:
+    gone = {"metadata": {"uid": "job-uid"}}
+    queued = _appwrapper_for(gone, "Suspended", suspend=True, admitted_before=False)
+    new = {"metadata": {"uid": "new-uid"}}
+    own_copy = {"metadata": {"uid": "again", "ownerReferences": [{"uid": "aw-uid"}]}}
+
+    assert adoption.orphaned(queued, None)
+    assert adoption.orphaned(queued, new)  # the name was taken again, by other work
+    assert not adoption.orphaned(queued, gone)  # its object is still there
+    assert not adoption.orphaned(queued, own_copy)  # its controller made it again
+    running = _appwrapper_for(gone, "Running", suspend=False, admitted_before=True)
+    assert not adoption.orphaned(running, new)  # it would delete the new one by name (A7)
+    preempted = _appwrapper_for(gone, "Suspended", suspend=True, admitted_before=True)
+    assert not adoption.orphaned(preempted, new)
+
+
 def test_an_adopted_objects_cached_view_keeps_only_what_keys_and_decides() -> None:
     job = _prepared(_job())
     job["status"] = {"state": {"phase": "Pending"}}

@@ -265,6 +265,32 @@ async def test_preemption_deletes_the_components_then_suspends(cluster: FakeClus
         assert {p["spec"]["nodeName"] for p in pods(cluster).values()} == {"cpu-node"}
 
 
+async def test_an_eviction_keeps_the_admission_until_the_appwrapper_is_inactive(
+    cluster: FakeCluster,
+) -> None:
+    """Kueue's two phases (jobframework reconciler.go, "handle eviction"): Evicted first, with
+    Admitted and status.admission kept; the reservation cleared once the job is stopped and
+    no longer active."""
+    async with simulated(cluster, **manual()) as sims:
+        await running_aw(cluster, sims, vcjob())
+        sims.appwrapper.pause()  # it has not finished suspending
+        await sims.kueue.preempt(NS, "train")
+        await sims.settle()
+
+        wl = sims.kueue.workload(NS, "train")
+        assert wl is not None
+        assert cond(wl, "Evicted")["status"] == "True"
+        assert cond(wl, "Admitted")["status"] == "True" and wl["status"]["admission"]
+        aw = cluster.store.get(APPWRAPPERS, NS, "train")
+        assert aw is not None and aw["spec"]["suspend"] is True  # stopped, still active
+
+        sims.appwrapper.resume()
+        await sims.settle()
+        wl = sims.kueue.workload(NS, "train")
+        assert wl is not None and cond(wl, "Admitted")["status"] == "False"
+        assert "admission" not in wl["status"]
+
+
 async def test_suspending_waits_until_no_labelled_pod_remains(cluster: FakeCluster) -> None:
     async with simulated(cluster, **manual()) as sims:
         await running_aw(cluster, sims, vcjob())

@@ -49,7 +49,7 @@ VALIDATING_WEBHOOKS = (
 )  # fmt: skip
 ADMISSION_POLICIES = (
     "autowrap-admission-gate", "autowrap-adopted-job-size", "autowrap-requested-by",
-    "autowrap-own-writes",
+    "autowrap-own-writes", "autowrap-wrapped-pods",
 )  # fmt: skip
 POLICIES_CONFIGMAP = "autowrap-policies"
 # The webhooks whose namespaceSelectors decide which namespaces autowrap hears from.

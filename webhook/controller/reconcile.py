@@ -39,9 +39,7 @@ KUEUE_HOLD_IGNORED = (
     "the AdmissionGatedBy feature gate on 0.17 and 0.18); until then set mode: Redirect in the "
     "policies"
 )
-# Kueue admissions remembered per AppWrapper uid, and statuses written per object uid (the
-# oldest forgotten first).
-ADMISSIONS_KEPT = 10_000
+# Statuses written per object uid (the oldest forgotten first).
 STATUSES_KEPT = 10_000
 # How often an object waiting for a missing resource (the AppWrapper CRD) is looked at again.
 MISSING_RETRY = 30.0
@@ -102,7 +100,6 @@ class Reconciler:
         self.counters = counters or Counters()
         self._now = now
         self._served = served
-        self._admissions: dict[str, tuple[str, adoption.Admission]] = {}
         # The status last written per object uid.
         self._statuses: dict[str, str] = {}
 
@@ -223,6 +220,8 @@ class Reconciler:
                 adoption.may_readopt(live, wanted) or adoption.may_take_over(live, wanted)
             ):
                 appwrapper = await self._readopt(live, obj)
+            elif live is not None and await self._collect_orphan(live, obj):
+                return self._Adopted(None, requeue=0.0)
             else:
                 await self._wait_for_earlier(obj, appwrapper)
                 return self._Adopted(appwrapper, requeue=WAIT)
@@ -259,6 +258,30 @@ class Reconciler:
         return await self._api.patch(APPWRAPPERS, namespace, name, patch, timeout=API_TIMEOUT,
                                      content_type=JSON_PATCH)  # fmt: skip
 
+    async def _collect_orphan(self, appwrapper: Obj, obj: Obj) -> bool:
+        """Remove an AppWrapper autowrap made for an earlier object of this name that is gone
+        (``adoption.orphaned``, judged on a live read of the object and of the AppWrapper,
+        deleted with a uid precondition), so that the new object is adopted now rather than
+        after its grace period, or never."""
+        namespace, aw_name = _namespace_name(appwrapper)
+        kind = self._kind_of(obj)
+        if kind is None or adoption.collect(appwrapper) is not adoption.Collect.LATER:
+            return False
+        component = await self._api.get(kind, namespace, objects.name_of(obj), timeout=API_TIMEOUT)
+        if not adoption.orphaned(appwrapper, component):
+            return False
+        if await self._stranger(appwrapper) is not None:
+            return False  # not autowrap's to remove, whatever its labels say
+        try:
+            await self._api.delete(APPWRAPPERS, namespace, aw_name, uid=_uid(appwrapper),
+                                   timeout=API_TIMEOUT)  # fmt: skip
+        except Conflict:
+            return False  # replaced meanwhile: judged again on the next look
+        self.counters.collected += 1
+        log.info("removed a queued AppWrapper whose object is gone, for a new one of its name",
+                 extra={"fields": {"appwrapper": f"{namespace}/{aw_name}"}})  # fmt: skip
+        return True
+
     async def _wait_for_earlier(self, obj: Obj, appwrapper: Obj) -> None:
         """Why a new object waits for an AppWrapper of its name, and what ends the wait. Deleting
         that AppWrapper while this object exists would take this object along: the AppWrapper
@@ -274,14 +297,22 @@ class Reconciler:
         else:
             text = (
                 f"AppWrapper {namespace}/{name} of an earlier {earlier} of the same name is "
-                f"{phase} and keeps the name; to run this {kind}, delete it, then delete "
-                f"AppWrapper {name} (kubectl delete appwrapper {name} -n {namespace}; it needs "
-                "delete on appwrappers) and create this one again, or give it another name"
+                f"{phase} and keeps the name"
             )
             if phase == "Running" and not adoption.stands_for(appwrapper, obj):
+                # The AppWrapper controller deletes its components by name (A7): removing it
+                # now would take this object along, so it goes once the name is free.
                 text += (
-                    f" (autowrap removes AppWrapper {name} itself once no {kind} of this name "
-                    "is left, since the one it ran is gone)"
+                    f"; autowrap removes it once no {kind} of this name is left, since the one "
+                    f"it ran is gone: delete this {kind} and create it again, or give it "
+                    "another name"
+                )
+            else:
+                # Removing it while this object exists would take this one along (A7).
+                text += (
+                    f"; give this {kind} another name, or delete it, have AppWrapper {name} "
+                    "removed by someone who may delete AppWrappers here (kubectl delete "
+                    f"appwrapper {name} -n {namespace}), and create it again"
                 )
         await self._set_status(obj, adoption.Status(text, "WaitingForEarlierAppWrapper", "Warning"))
 
@@ -361,7 +392,12 @@ class Reconciler:
         admitted = await self._admission(appwrapper)
         if admitted is None:
             return WAIT  # Kueue has not admitted (its Workload says so), whatever the spec says
-        plan = adoption.release_plan(appwrapper, await self._live_pods(key), admitted)
+        # Whole, for the template each pod is compared with (the cache keeps no template).
+        namespace, aw_name = key
+        whole = await self._api.get(APPWRAPPERS, namespace, aw_name, timeout=API_TIMEOUT)
+        if whole is None or _uid(whole) != _uid(appwrapper):
+            return RACED  # replaced meanwhile: look again once the watch brings it
+        plan = adoption.release_plan(whole, await self._live_pods(whole, key), admitted)
         again = WAIT if plan.waiting else None
         for pod, released in plan.released:
             namespace, name = _namespace_name(pod)
@@ -385,32 +421,30 @@ class Reconciler:
                 await self._recorder.emit(owner, "ReleaseHeld", why, warning=True)
         return again
 
-    async def _live_pods(self, key: Key) -> list[Obj]:
-        """Every pod labelled for the AppWrapper, read live: the cache holds only pods not
-        released yet, and a release, which cannot be taken back, counts the pods already
-        running and uses the gates and versions as stored."""
-        namespace, aw_name = key
-        listed = await self._api.list(
-            _PODS, namespace, timeout=API_TIMEOUT, labels=f"{names.APPWRAPPER_LABEL}={aw_name}"
-        )
-        pods = [p for p in listed.get("items") or [] if isinstance(p, dict)]
+    async def _live_pods(self, appwrapper: Obj, key: Key) -> list[Obj]:
+        """Every pod that claims the object by a label (the AppWrapper's, or the one the
+        wrapped kind's controller writes: ``adoption.claim_selectors``), read live: the cache
+        holds only pods not released yet, and a release, which cannot be taken back, counts
+        every pod already running and uses the gates and versions as stored."""
+        namespace, _ = key
+        pods: list[Obj] = []
+        for selector in adoption.claim_selectors(appwrapper):
+            listed = await self._api.list(_PODS, namespace, timeout=API_TIMEOUT, labels=selector)
+            pods += [p for p in listed.get("items") or [] if isinstance(p, dict)]
         for pod in pods:  # list items carry no kind; Events about them need it
             pod.setdefault("apiVersion", "v1")
             pod.setdefault("kind", "Pod")
         return pods
 
     async def _admission(self, appwrapper: Obj) -> adoption.Admission | None:
-        """Kueue's admission of the AppWrapper from its Workload, read live (Kueue labels each
-        Workload with the uid of the job it stands for: constants.JobUIDLabel). An admission
-        read is reused while the AppWrapper stays at the same resourceVersion: Kueue suspends
-        it (a write) when it takes the admission back, so later pods of one admission (a
-        restart, Volcano creating pods one by one) cost no further read."""
+        """Kueue's admission of the AppWrapper from its Workload, read live before every
+        release (Kueue labels each Workload with the uid of the job it stands for:
+        constants.JobUIDLabel). Never reused from an earlier read: Kueue evicts in two phases,
+        and in the first its Workload says Evicted while the AppWrapper is not yet written
+        (jobframework reconciler.go, "handle eviction"), so an admission remembered by the
+        AppWrapper's version would release a pod created in that window."""
         namespace, _ = _namespace_name(appwrapper)
-        metadata = appwrapper.get("metadata") or {}
-        uid, version_of_aw = str(metadata.get("uid") or ""), str(metadata.get("resourceVersion"))
-        known = self._admissions.get(uid)
-        if known is not None and known[0] == version_of_aw:
-            return known[1]
+        uid = str((appwrapper.get("metadata") or {}).get("uid") or "")
         version = await self._api.kueue_version(timeout=API_TIMEOUT)
         if not uid or version is None:
             return None
@@ -418,12 +452,7 @@ class Reconciler:
         listed = await self._api.list(
             kind, namespace, timeout=API_TIMEOUT, labels=f"{names.KUEUE_JOB_UID_LABEL}={uid}"
         )
-        admitted = adoption.admission(appwrapper, listed.get("items") or [])
-        if admitted is not None:
-            if len(self._admissions) >= ADMISSIONS_KEPT:
-                self._admissions.pop(next(iter(self._admissions)))
-            self._admissions[uid] = (version_of_aw, admitted)
-        return admitted
+        return adoption.admission(appwrapper, listed.get("items") or [])
 
     async def _report_release_problem(
         self, owners: Sequence[Obj], pod: Mapping[str, Any], problem: str

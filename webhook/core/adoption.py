@@ -19,7 +19,7 @@ from typing import Any
 
 from webhook.core import audit, engine, kinds, provenance
 from webhook.core.policy import PolicySpec
-from webhook.core.workload import KindAdapter, has_server_defaults
+from webhook.core.workload import KindAdapter, has_controller_pods, has_server_defaults
 from webhook.model import names, objects
 from webhook.model.objects import Obj, as_list, as_map
 
@@ -578,27 +578,132 @@ class ReleasePlan:
     held: tuple[str, ...] = ()  # why pods beyond the admitted count stay gated
 
 
+def claims(pod: Mapping[str, Any], appwrapper: Mapping[str, Any]) -> bool:
+    """Whether the pod says, by any of the signs its object's pods carry, that it is one of
+    them: its controller reference names the origin uid, its AppWrapper label names the
+    AppWrapper, or the wrapped kind's controller wrote the object's name on it (Volcano's
+    job-name annotation or label). Any one of them counts the pod against the admission while
+    it runs, whoever wrote it and whatever it says now; none of them is enough to release it
+    (``made_by_controller``)."""
+    if belongs(pod, appwrapper):
+        return True
+    if objects.labels_of(pod).get(names.APPWRAPPER_LABEL) == objects.name_of(appwrapper):
+        return True
+    template = as_map(provenance.component_template(appwrapper))
+    adapter = kinds.find(template.get("apiVersion"), template.get("kind"))
+    return has_controller_pods(adapter) and adapter.pod_claims(template, pod)
+
+
+def claim_selectors(appwrapper: Mapping[str, Any]) -> list[str]:
+    """Label selectors that together find every pod ``claims`` can see by a label: the
+    AppWrapper label, and the labels the wrapped kind's controller writes. (A pod that claims
+    the object only by its controller reference carries both, and cannot shed them:
+    ``autowrap-wrapped-pods`` freezes them.)"""
+    found = [f"{names.APPWRAPPER_LABEL}={objects.name_of(appwrapper)}"]
+    template = as_map(provenance.component_template(appwrapper))
+    adapter = kinds.find(template.get("apiVersion"), template.get("kind"))
+    if has_controller_pods(adapter) and objects.name_of(template):
+        found += adapter.claim_selectors(objects.name_of(template))
+    return found
+
+
+# Resources a LimitRange may write into a container that names none (kube-apiserver's
+# LimitRanger admission, plugin/pkg/admission/limitranger, defaultContainerResourceRequirements):
+# a pod may carry these beyond its template; any other difference is not the admitted template.
+_DEFAULTED_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage"})
+
+
+def made_by_controller(pod: Mapping[str, Any], appwrapper: Mapping[str, Any]) -> str:
+    """Empty when the pod is one Kueue's admission of this AppWrapper covers: the adopted Pod
+    itself (the AppWrapper's origin uid), or a pod the wrapped object's own controller made
+    from the template the AppWrapper carries (its name, its controller's annotations, its
+    priority class, and its containers' names, images and resources). Otherwise what differs,
+    for the reader of the Event. ``appwrapper`` must be read whole (its component template),
+    not the controller's cached view of it."""
+    origin = objects.annotations_of(appwrapper).get(names.ORIGIN_UID_ANNOTATION)
+    if not origin:
+        return "its AppWrapper names no origin"
+    if as_map(pod.get("metadata")).get("uid") == origin:
+        return ""
+    owner = controller_of(pod)
+    if owner is None or owner.get("uid") != origin:
+        return "its controller is not the adopted object"
+    template = as_map(provenance.component_template(appwrapper))
+    adapter = kinds.find(template.get("apiVersion"), template.get("kind"))
+    groups = adapter.pod_groups(template) if adapter is not None else []
+    if not has_controller_pods(adapter):
+        return f"autowrap does not know how {template.get('kind')} makes its pods"
+    index = podset_index(pod)
+    if index is None or index >= len(groups):
+        return f"its annotation {PODSET_ANNOTATION} names no podSet of the AppWrapper"
+    group = groups[index]
+    if problem := adapter.pod_mismatch(template, group, pod):
+        return problem
+    return _containers_mismatch(as_map(group.template.get("spec")), as_map(pod.get("spec")))
+
+
+def _containers_mismatch(template: Mapping[str, Any], spec: Mapping[str, Any]) -> str:
+    for field in ("initContainers", "containers"):
+        wanted = [as_map(c) for c in as_list(template.get(field))]
+        have = [as_map(c) for c in as_list(spec.get(field))]
+        if [c.get("name") for c in wanted] != [c.get("name") for c in have]:
+            return f"spec.{field} are not the template's"
+        for want, got in zip(wanted, have, strict=True):
+            where = f"spec.{field}[{want.get('name')}]"
+            if want.get("image") != got.get("image"):
+                return (
+                    f"{where}.image is {got.get('image')!r}, the template's {want.get('image')!r}"
+                )
+            for part in ("requests", "limits"):
+                asked = as_map(as_map(want.get("resources")).get(part))
+                given = as_map(as_map(got.get("resources")).get(part))
+                extra = set(given) - set(asked) - _DEFAULTED_RESOURCES
+                if any(given.get(k) != v for k, v in asked.items()) or extra:
+                    return (
+                        f"{where}.resources.{part} are {dict(given)}, and Kueue admitted "
+                        f"the template's {dict(asked)}"
+                    )
+    return ""
+
+
 def release_plan(
     appwrapper: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], admitted: Admission
 ) -> ReleasePlan:
     """At most as many pods run per podSet as Kueue admitted (and the AppWrapper declares),
-    counting those already released; only pods of the object the AppWrapper stands for."""
+    counting every running pod that claims the object (``claims``: whoever made it, whatever
+    labels it has now); only pods the object's own controller made from the admitted template
+    (``made_by_controller``) are released. ``appwrapper`` is read whole (its component
+    template); ``pods`` are read live, found by ``claim_selectors``."""
     declared = podset_replicas(appwrapper)
     active: dict[int, int] = {}
+    everywhere = 0  # running pods that claim the object but name no podSet: count in each
+    strangers: list[str] = []  # running pods that claim the object but are not the admitted ones
     gated: dict[int, list[Mapping[str, Any]]] = {}
     problems: list[tuple[Mapping[str, Any], str]] = []
+    seen: set[str] = set()
     for pod in pods:
-        if not belongs(pod, appwrapper) or is_terminating(pod):
+        uid = str(as_map(pod.get("metadata")).get("uid") or objects.name_of(pod))
+        if uid in seen or is_terminating(pod) or not claims(pod, appwrapper):
             continue
+        seen.add(uid)
         index = podset_index(pod)
-        if index is None:
-            if is_gated(pod):
-                problems.append((pod, f"its annotation {PODSET_ANNOTATION} names no podSet"))
+        if not is_gated(pod):
+            if as_map(pod.get("status")).get("phase") in ("Succeeded", "Failed"):
+                continue
+            if made_by_controller(pod, appwrapper):
+                strangers.append(objects.name_of(pod))
+            if index is None or index >= len(declared):
+                everywhere += 1
+            else:
+                active[index] = active.get(index, 0) + 1
             continue
-        if is_gated(pod):
-            gated.setdefault(index, []).append(pod)
-        elif as_map(pod.get("status")).get("phase") not in ("Succeeded", "Failed"):
-            active[index] = active.get(index, 0) + 1
+        if not belongs(pod, appwrapper):
+            continue  # another object's pod (it carries this AppWrapper's label): not ours
+        if problem := made_by_controller(pod, appwrapper):
+            problems.append((pod, f"it is not a pod the admission covers: {problem}"))
+            continue
+        assert index is not None  # made_by_controller checked it
+        gated.setdefault(index, []).append(pod)
     released: list[tuple[Mapping[str, Any], Release]] = []
     held: list[str] = []
     waiting = False
@@ -607,15 +712,26 @@ def release_plan(
             declared[index] if index < len(declared) else 0,
             admitted.counts[index] if index < len(admitted.counts) else 0,
         )
-        room = allowed - active.get(index, 0)
+        running = active.get(index, 0) + everywhere
+        room = allowed - running
         group = sorted(gated[index], key=objects.name_of)
         if len(group) > room:
-            held.append(
+            why = (
                 f"{len(group) - max(room, 0)} pod(s) of podSet {index} stay gated: Kueue admitted "
-                f"{allowed} for it and {active.get(index, 0)} already run; a podSet's replicas "
-                "cannot grow after its AppWrapper was created (delete the object and create it "
-                "again with the new size)"
+                f"{allowed} for it and {running} pod(s) that claim the object already run"
             )
+            if strangers:
+                why += (
+                    f", among them {', '.join(sorted(strangers))}, which the object's controller "
+                    "did not make from the admitted template (delete them; see who created them "
+                    "in the audit log)"
+                )
+            else:
+                why += (
+                    "; a podSet's replicas cannot grow after its AppWrapper was created (delete "
+                    "the object and create it again with the new size)"
+                )
+            held.append(why)
         for pod in group[: max(room, 0)]:
             info = podset_info(appwrapper, pod)
             if info is None:
@@ -714,6 +830,24 @@ def collect(appwrapper: Mapping[str, Any]) -> Collect:
     if phase == "Failed" and _missing_component(appwrapper):
         return Collect.NOW
     return Collect.KEEP
+
+
+def orphaned(appwrapper: Mapping[str, Any], component: Mapping[str, Any] | None) -> bool:
+    """Whether an AppWrapper autowrap made for an object that is gone may be removed although
+    the name was taken again: queued and never admitted (``collect`` says LATER), and the
+    object of its component's name, read live, is not the one it was created for (its origin
+    uid is gone). Nothing of it was ever deployed, so removing it takes nothing along (the
+    AppWrapper controller deletes components by name only from Resuming on, A5, A7), and the
+    new object, not adopted yet, names no owner. The grace period ``collect`` gives is for
+    the same work coming back, which ``may_readopt`` re-adopts before this is asked."""
+    if collect(appwrapper) is not Collect.LATER:
+        return False
+    if component is None:
+        return True
+    return not owns(appwrapper, component) and not any(
+        as_map(r).get("uid") == as_map(appwrapper.get("metadata")).get("uid")
+        for r in as_list(as_map(component.get("metadata")).get("ownerReferences"))
+    )
 
 
 def _missing_component(appwrapper: Mapping[str, Any]) -> bool:

@@ -137,7 +137,7 @@ def _not_a_candidate(
     spec = match.policy.spec
     always = spec.wrap is WrapMode.ALWAYS
     owner = _controller_owner(obj, adapter)
-    if owner is not None:
+    if owner is not None and not (always and context.user):
         return f"it is created by its controller ({owner}): such objects are never wrapped"
     # Under wrap: Always, what a user can write on an object (an ownerReference, the AppWrapper
     # label, wrap=false) does not exempt it: the object stays a candidate and
@@ -193,7 +193,23 @@ def bypass_findings(
         return []
     policy = f"policy {match.policy.name!r} wraps every {adapter.kind} in this namespace"
     found: list[Violation] = []
-    if _controller_owner(obj, adapter) is None:
+    borrowed = _controller_owner(obj, adapter)
+    if borrowed is not None and context.user:
+        # The *-always webhook entries send no request of a controller's own identity
+        # (deploy/base/controller-identities.yaml): a request that reaches autowrap with a
+        # controller reference was made by someone else, who wrote the reference (any user may
+        # name any object they can read; OwnerReferencesPermissionEnforcement asks only for
+        # delete on the object created, gc_admission.go).
+        found.append(Violation(
+            METADATA.child("ownerReferences"),
+            f"names {borrowed} as its controller, but user {context.user!r} created it, not "
+            f"that {borrowed.split(' ', 1)[0]}'s controller; {policy} (wrap: Always), and only "
+            "objects their controller creates are left out. Remove the ownerReference to have "
+            "it wrapped (if that user is a controller of this cluster running under another "
+            "name, its administrator adds it to deploy/base/controller-identities.yaml)",
+            rule="opt-out",
+        ))  # fmt: skip
+    elif borrowed is None:
         refs = as_list(as_map(obj.get("metadata")).get("ownerReferences"))
         known = ", ".join(sorted(f"{k} ({g or 'core'})" for g, k in adapter.owner_kinds))
         for i, ref in enumerate(refs):

@@ -159,6 +159,27 @@ class HasServerDefaults(Protocol):
         ...
 
 
+@runtime_checkable
+class HasControllerPods(Protocol):
+    """Kinds whose own controller creates the pods from the object's templates (Volcano's job
+    controller): how it names them and what it writes on them, so that a release can tell the
+    pods it made from pods anyone else made to look like them."""
+
+    def pod_claims(self, obj: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
+        """Whether ``pod`` says it is one of ``obj``'s by what the controller writes on it (a
+        label or an annotation anyone may copy: enough to count it, never to release it)."""
+        ...
+
+    def claim_selectors(self, name: str) -> list[str]:
+        """Label selectors that find the pods the controller made for the object ``name``."""
+        ...
+
+    def pod_mismatch(self, obj: Mapping[str, Any], group: PodGroup, pod: Mapping[str, Any]) -> str:
+        """Empty when ``pod`` is one the controller makes for ``group`` of ``obj`` (its name,
+        its annotations, its priority class); otherwise what differs."""
+        ...
+
+
 _CAPABLE: dict[tuple[type, Any], bool] = {}
 
 
@@ -223,3 +244,7 @@ def with_additions(pod: Obj, added: Sequence[PodAdditions]) -> Obj:
 
 def has_server_defaults(adapter: object) -> TypeGuard[HasServerDefaults]:
     return _capable(type(adapter), HasServerDefaults)
+
+
+def has_controller_pods(adapter: object) -> TypeGuard[HasControllerPods]:
+    return _capable(type(adapter), HasControllerPods)

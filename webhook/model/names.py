@@ -77,9 +77,10 @@ APPWRAPPER_LABEL: Final = "workload.codeflare.dev/appwrapper"
 APPWRAPPER_USER_LABEL: Final = "workload.codeflare.dev/user"
 APPWRAPPER_USERID_LABEL: Final = "workload.codeflare.dev/userid"
 # The AppWrapper controller's user (its ServiceAccount as deploy/ of project-codeflare/appwrapper
-# installs it): the only requester whose APPWRAPPER_LABEL exempts an object in an Always
-# namespace. deploy/base/webhooks.yaml repeats it in the *-always entries' matchConditions;
-# change both together if the controller runs under another ServiceAccount or namespace.
+# installs it): the requester whose APPWRAPPER_LABEL exempts an object in an Always namespace
+# when the engine judges it. In a cluster the *-always webhook entries send autowrap no request
+# of any controller listed in deploy/base/controller-identities.yaml (where a controller running
+# under another name is configured), so this name decides only for `autowrap check`.
 APPWRAPPER_CONTROLLER_USER: Final = (
     "system:serviceaccount:appwrapper-system:appwrapper-controller-manager"
 )

@@ -80,6 +80,44 @@ class VolcanoJobKind:
     def pod_name(self, obj: Mapping[str, Any], group: PodGroup, index: int) -> str:
         return f"{objects.name_of(obj)}-{group.name}-{index}"
 
+    # What Volcano's job controller makes of a task template (createJobPod,
+    # pkg/controllers/job/job_controller_util.go; volcano.md section 3): the pod is named
+    # ``{job}-{task}-{i}`` for i below the task's replicas, carries the job's name and the task's
+    # in the annotations volcano.sh/job-name and volcano.sh/task-spec (and the same labels), and
+    # takes the template's priorityClassName, else the job's.
+
+    def pod_claims(self, obj: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
+        job = objects.name_of(obj)
+        return bool(job) and job in (
+            objects.annotations_of(pod).get(names.VOLCANO_JOB_NAME),
+            objects.labels_of(pod).get(names.VOLCANO_JOB_NAME),
+        )
+
+    def claim_selectors(self, name: str) -> list[str]:
+        return [f"{names.VOLCANO_JOB_NAME}={name}"]
+
+    def pod_mismatch(self, obj: Mapping[str, Any], group: PodGroup, pod: Mapping[str, Any]) -> str:
+        job, pod_name = objects.name_of(obj), objects.name_of(pod)
+        made = {self.pod_name(obj, group, i) for i in range(group.replicas)}
+        if pod_name not in made:
+            return (
+                f"Volcano names the pods of task {group.name!r} {job}-{group.name}-<i> with "
+                f"i below its {group.replicas} replica(s), and this one is {pod_name!r}"
+            )
+        annotations = objects.annotations_of(pod)
+        for key, wanted in ((names.VOLCANO_JOB_NAME, job), (names.VOLCANO_TASK_SPEC, group.name)):
+            if annotations.get(key) != wanted:
+                return f"annotation {key} is {annotations.get(key)!r}, Volcano writes {wanted!r}"
+        template_class = as_map(group.template.get("spec")).get("priorityClassName")
+        wanted_class = template_class or as_map(obj.get("spec")).get("priorityClassName") or ""
+        have_class = as_map(pod.get("spec")).get("priorityClassName") or ""
+        if have_class != wanted_class:
+            return (
+                f"spec.priorityClassName is {have_class or 'unset'!r}, and Kueue admitted the "
+                f"job at {wanted_class or 'no priority class'!r}"
+            )
+        return ""
+
     def dns(self, obj: Obj, groups: Sequence[PodGroup], master: PodGroup, *, port: int) -> Dns:
         patched = dict(obj)
         plugins = objects.own_map(objects.own_map(patched, "spec"), "plugins")
