@@ -743,6 +743,8 @@ class FakeCluster:
                                                           "serverAddress": f"{self.host}:{self.port}"}]})  # fmt: skip
         if parts == ["apis"]:
             return _json(self._group_list())
+        if parts[:2] == ["openapi", "v3"]:
+            return _json(self._openapi_v3("/".join(parts[2:])))
         if len(parts) >= 2 and parts[0] == "api":
             group, version, rest = "", parts[1], parts[2:]
         elif len(parts) >= 3 and parts[0] == "apis":
@@ -1074,6 +1076,40 @@ class FakeCluster:
         return {"kind": "APIResourceList", "apiVersion": "v1",
                 "groupVersion": f"{group}/{version}" if group else version,
                 "resources": listed}  # fmt: skip
+
+    def _openapi_v3(self, group_version: str) -> JsonDict:
+        """The OpenAPI v3 discovery document (``/openapi/v3``: each group-version and the URL of
+        its document) and one group-version's document, as kube-apiserver serves them
+        (k8s.io/kube-openapi pkg/handler3/handler.go). Each document names its paths and, on
+        every PATCH, the group-version-kind and the ``fieldValidation`` query parameter:
+        kubectl looks for them to decide that the server validates fields itself
+        (k8s.io/kubectl pkg/util/openapi and cli-runtime resource/query_param_verifier_v3.go
+        supportsQueryParamV3) instead of downloading the OpenAPI v2 schema to validate in the
+        client. Schemas are not served: nothing in this cluster reads them."""
+        served = self._served()
+        prefixes = sorted({f"api/{r.version}" if not r.group else f"apis/{r.group}/{r.version}"
+                           for r in served})  # fmt: skip
+        if not group_version:
+            return {"paths": {p: {"serverRelativeURL": f"/openapi/v3/{p}?hash=fake"}
+                              for p in prefixes}}  # fmt: skip
+        if group_version not in prefixes:
+            raise _generic_not_found()
+        paths: JsonDict = {}
+        for res in served:
+            prefix = f"api/{res.version}" if not res.group else f"apis/{res.group}/{res.version}"
+            if prefix != group_version:
+                continue
+            scope = "/namespaces/{namespace}" if res.namespaced else ""
+            gvk = {"group": res.group, "version": res.version, "kind": res.kind}
+            query = [{"name": n, "in": "query", "schema": {"type": "string"}}
+                     for n in ("dryRun", "fieldManager", "fieldValidation", "force")]  # fmt: skip
+            paths[f"/{prefix}{scope}/{res.plural}/{{name}}"] = {
+                "get": {"x-kubernetes-group-version-kind": gvk, "x-kubernetes-action": "get"},
+                "patch": {"x-kubernetes-group-version-kind": gvk,
+                          "x-kubernetes-action": "patch", "parameters": query},
+            }  # fmt: skip
+        return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.33.0-fake"},
+                "paths": paths, "components": {"schemas": {}}}  # fmt: skip
 
     # -- SelfSubjectReview, SubjectAccessReview ------------------------------------------------
 
