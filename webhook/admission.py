@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import orjson
 
-from webhook.core import adoption, audit, builder, engine, provenance
+from webhook.core import adoption, audit, builder, engine, provenance, reapply
 from webhook.core.plumbing import pods
 from webhook.core.policy import Match, Mode, PolicySet
 from webhook.core.ports import AlreadyExists, ApiFailure, Cluster, Identity
@@ -170,8 +170,7 @@ async def _mutate(
 ) -> dict[str, Any]:
     """``submitted``: the request body's length (``_patched``)."""
     if request.operation == "UPDATE" and obj and request.old_object:
-        return await _normalize_update(request, obj, request.old_object, deps, budget, rec,
-                                       submitted)  # fmt: skip
+        return await _update(request, obj, request.old_object, deps, budget, rec, submitted)
     if request.operation != "CREATE" or not obj:
         return _allowed(request.uid, rec, "skipped")
     if request.kind.kind == "Pod" and pods.needs_rank(obj):
@@ -200,6 +199,31 @@ async def _mutate(
         return _denied(request.uid, rec, list(outcome.verdict().errors))
     # Findings are /validate's to report; mutation only completes.
     return _patched(request.uid, rec, obj, outcome.result, "completed", submitted=submitted)
+
+
+async def _update(
+    request: review.AdmissionRequest,
+    obj: dict[str, Any],
+    old: dict[str, Any],
+    deps: Deps,
+    budget: _Budget,
+    rec: Record,
+    submitted: int,
+) -> dict[str, Any]:
+    """Re-running what the docs give changes nothing that runs: an AppWrapper re-applied keeps
+    Kueue's placement, a Job an AppWrapper created is answered with the redirect
+    (``webhook.core.reapply``), an adopted object gets its stored spec back."""
+    if objects.is_appwrapper(old):
+        kept = reapply.kept_kueue_state(obj, old)
+        if kept is None:
+            return _allowed(request.uid, rec, "skipped")
+        return _patched(request.uid, rec, obj, kept, "kept-kueue-state", submitted=submitted)
+    refusal = reapply.component_update(obj, old, request.namespace)
+    if refusal is not None:
+        # 403 as the redirect answers a create (``_wrap``): kubectl prints "Error from server
+        # (Forbidden): ... admission webhook ... denied the request: Job ns/name was wrapped ...".
+        return _denied(request.uid, rec, [refusal], code=403, reason="Forbidden")
+    return await _normalize_update(request, obj, old, deps, budget, rec, submitted)
 
 
 async def _normalize_update(
