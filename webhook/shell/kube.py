@@ -106,6 +106,8 @@ CONTROLLER_CALLS: Final = (
     ("", "pods", "patch"),
     # Kueue's admission of an AppWrapper, from its Workload (released pods follow it).
     (KUEUE_GROUP, "workloads", "list"),
+    # ... and why Kueue has not admitted it yet, followed to mirror it on the object.
+    (KUEUE_GROUP, "workloads", "watch"),
     # Never called: setting an object's ownerReferences in an update requires delete on it
     # where OwnerReferencesPermissionEnforcement is enabled (OpenShift; adopt-mode.md K4).
     ("batch.volcano.sh", "jobs", "delete"),
