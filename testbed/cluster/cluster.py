@@ -44,7 +44,7 @@ from testbed.apiserver import (
 )
 from testbed.apiserver import generate_name as _generate_name
 from testbed.cluster import fields as managed
-from testbed.cluster import patches
+from testbed.cluster import patches, protobuf
 from testbed.cluster.common import (
     DEFAULT_TOKEN,
     AccessRule,
@@ -257,6 +257,9 @@ class FakeCluster:
         self.appwrapper_operator_webhook = True
         self._runner: web.AppRunner | None = None
         self._streams: set[asyncio.Task[Any]] = set()
+        # GET pods/{name}/log: the kubelet's answer (testbed.sim.kubelet sets it), given the
+        # pod and the container named (None: the only one); None means not started.
+        self.pod_logs: Callable[[JsonDict, str | None], str | None] | None = None
         self.store.on_write(self._sync_namespace)
         if emulator is not None:
             self.admit_with(emulator)
@@ -818,6 +821,10 @@ class FakeCluster:
             if method != "POST":
                 raise self._method_not_allowed(method)
             return await self._bind(request, target, user, dry_run)
+        if res == PODS and target.subresource == "log" and target.name is not None:
+            if method != "GET":
+                raise self._method_not_allowed(method)
+            return self._log(target, request)
         if target.subresource and (target.subresource != "status" or not res.status_subresource):
             raise _generic_not_found()
         if target.name is None:
@@ -907,6 +914,29 @@ class FakeCluster:
         return self.store.bind(namespace, name, node, uid=uid, resource_version=resource_version,
                                annotations=annotations, dry_run=dry_run)  # fmt: skip
 
+    def _log(self, target: _Target, request: web.Request) -> web.Response:
+        """GET pods/{name}/log, answered from the kubelet as kube-apiserver proxies it
+        (pkg/registry/core/pod/rest/log.go); a container that has not started is 400, with
+        the message kube-apiserver gives (pkg/registry/core/pod/strategy.go LogLocation)."""
+        name, namespace = str(target.name), target.namespace
+        pod = self.store.get(PODS, namespace, name)
+        if pod is None:
+            raise ApiError(404, f'pods "{name}" not found', "NotFound",
+                           {"name": name, "kind": "pods"})  # fmt: skip
+        containers = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
+        container = request.query.get("container")
+        if container is None and len(containers) > 1:
+            raise bad_request(f"a container name must be specified for pod {name}, choose one "
+                              f"of: [{' '.join(map(str, containers))}]")  # fmt: skip
+        if container is not None and container not in containers:
+            raise bad_request(f"container {container} is not valid for pod {name}")
+        text = self.pod_logs(pod, container) if self.pod_logs is not None else None
+        if text is None:
+            shown = container or containers[0]
+            raise bad_request(f'container "{shown}" in pod "{name}" is waiting to start: '
+                              "ContainerCreating")  # fmt: skip
+        return web.Response(text=text, content_type="text/plain")
+
     @staticmethod
     def _method_not_allowed(method: str) -> ApiError:
         return ApiError(405, "the server does not allow this method on the requested resource "
@@ -922,6 +952,13 @@ class FakeCluster:
 
     @staticmethod
     async def _body(request: web.Request) -> JsonDict:
+        if request.content_type == protobuf.MEDIA_TYPE:
+            try:
+                return protobuf.decode(await request.read())
+            except protobuf.Unsupported:
+                raise ApiError(415, "the body of the request was in an unknown format - accepted "
+                               "media types include: application/json, application/yaml",
+                               "UnsupportedMediaType", {}) from None  # fmt: skip
         body = _decode(await request.read())
         if not isinstance(body, dict):
             raise bad_request("the body of the request was in an unknown format")

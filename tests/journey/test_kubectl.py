@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
+import re
 import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -22,8 +24,9 @@ import yaml
 from testbed.cluster.common import write_kubeconfig
 from testbed.cluster.resources import APPWRAPPERS, PODS, VCJOBS, WORKLOADS
 from testbed.pki import ServingPki
+from testbed.redirect import REPO
 from tests.adopt.cluster import ALICE, NAMESPACE, QUEUE, Cluster, running_cluster, vcjob
-from tests.journey.kubectl import USER_TOKEN, Kubectl, Typed, needs_kubectl
+from tests.journey.kubectl import KUBECTL, USER_TOKEN, Kubectl, Typed, needs_kubectl
 from webhook.model import names
 
 pytestmark = needs_kubectl
@@ -316,3 +319,65 @@ async def test_workloads_are_what_kueue_wrote(webhook_pki: ServingPki, tmp_path:
         assert reserved["message"].endswith("nvidia.com/gpu in flavor a100, 8 more needed")
         assert not [p for p in j.cluster.api.store.list(PODS, NAMESPACE)
                     if not p["spec"].get("schedulingGates")]  # fmt: skip
+
+
+# --- the smoke test of docs/install.md, as written ------------------------------------------------
+
+
+def _statements(script: str) -> list[str]:
+    """The shell statements of a docs block, one per line, a heredoc with its body; comments
+    and blank lines dropped (a person types them one by one)."""
+    statements: list[str] = []
+    lines = iter(script.splitlines())
+    for line in lines:
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        heredoc = re.search(r"<<-?\s*'?(\w+)'?", line)
+        if heredoc:
+            end = heredoc.group(1)
+            body = list(itertools.takewhile(lambda text, end=end: text != end, lines))
+            line = "\n".join([line, *body, end])
+        statements.append(line)
+    return statements
+
+
+async def test_the_smoke_test_of_the_install_guide_as_written(
+    webhook_pki: ServingPki, tmp_path: Path
+) -> None:
+    text = (REPO / "docs" / "install.md").read_text()
+    block = text[text.index("## Smoke test") :]
+    block = block[block.index("```sh\n") + len("```sh\n") :]
+    block = block[: block.index("```\n")]
+    async with journey(webhook_pki, tmp_path) as j:
+        admin = j.cluster.api.write_kubeconfig(tmp_path / "admin-kubeconfig")
+        assert KUBECTL is not None
+        env = {"PATH": f"{Path(KUBECTL).parent}:/usr/bin:/bin", "HOME": str(tmp_path),
+               "KUBECONFIG": str(admin), "CLUSTER_QUEUE": "cq"}  # fmt: skip
+        said: dict[str, str] = {}
+        for statement in _statements(block):
+            process = await asyncio.create_subprocess_exec(
+                "bash", "-c", statement, cwd=tmp_path, env=env,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            )  # fmt: skip
+            out, _ = await asyncio.wait_for(process.communicate(), 60)
+            assert process.returncode == 0, f"{statement}\n{out.decode()}"
+            said[statement.splitlines()[0]] = out.decode()
+            await j.cluster.settle()
+
+        def output(prefix: str) -> str:
+            return next(out for statement, out in said.items() if statement.startswith(prefix))
+
+        dry = output("kubectl create --dry-run=server")
+        assert f"- name: {names.ADMISSION_GATE}" in dry  # the gate
+        assert f"{names.ADOPTION_LABEL}: pending" in dry and f"- {names.ADOPTION_FINALIZER}" in dry
+        assert "job.batch.volcano.sh/smoke created" in output("kubectl create -f smoke-job.yaml")
+        assert "adopted" in output("kubectl get vcjob smoke").splitlines()[1]
+        events = output("kubectl describe vcjob smoke").split("Events:", 1)[1]
+        assert events.index("Adopted") < events.index("Running"), events
+        assert "smoke" in output("kubectl get appwrapper smoke")
+        assert len(output("kubectl get workloads").splitlines()) == 2
+        pods = output("kubectl get pods").split()
+        assert "smoke-master-0" in pods and "smoke-worker-0" in pods
+        assert output("kubectl logs") == "node 1 of 2, master smoke-master-0.smoke:23456\n"
+        assert "untouched" in output("kubectl get vcjob untouched")
+        assert 'namespace "autowrap-smoke" deleted' in output("kubectl delete namespace")
