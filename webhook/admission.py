@@ -215,9 +215,17 @@ async def _update(
     (``webhook.core.reapply``), an adopted object gets its stored spec back."""
     if objects.is_appwrapper(old):
         kept = reapply.kept_kueue_state(obj, old)
-        if kept is None:
-            return _allowed(request.uid, rec, "skipped")
-        return _patched(request.uid, rec, obj, kept, "kept-kueue-state", submitted=submitted)
+        if kept is not None:
+            return _patched(request.uid, rec, obj, kept, "kept-kueue-state", submitted=submitted)
+        if reapply.stops_the_same_work(obj, old) and deps.cluster is not None:
+            uid = str(objects.as_map(old.get("metadata")).get("uid") or "")
+            workloads = await deps.cluster.kueue_workloads(request.namespace, uid,
+                                                           timeout=budget.left())  # fmt: skip
+            if adoption.admission(old, workloads) is not None:
+                warning = reapply.stop_warning(request.namespace, objects.name_of(old))
+                return _patched(request.uid, rec, obj, reapply.undone_stop(obj, old),
+                                "kept-running", submitted=submitted, warnings=(warning,))  # fmt: skip
+        return _allowed(request.uid, rec, "skipped")
     refusal = reapply.component_update(obj, old, request.namespace)
     if refusal is not None:
         # 403 as the redirect answers a create (``_wrap``): kubectl prints "Error from server
@@ -287,6 +295,7 @@ def _patched(
     what: str,
     *,
     submitted: int,
+    warnings: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Allowed with the patch from ``original`` to ``result``, unless the apiserver could not
     store the result. ``submitted`` is the request body's length, more than ``original`` weighs
@@ -301,7 +310,8 @@ def _patched(
         if too_large:
             return _denied(uid, rec, [v.render() for v in too_large])
     rec.decision = what if patch else "unchanged"
-    return review.allow(uid, patch=encoded)
+    rec.warnings = len(warnings)
+    return review.allow(uid, patch=encoded, warnings=warnings)
 
 
 # --- /validate ---------------------------------------------------------------------------------

@@ -81,3 +81,17 @@ def test_metadata_updates_adopted_jobs_and_other_owners_are_not_its_business() -
     assert reapply.component_update(_job(adopted=True, image="b"), _job(adopted=True), "ml") is None
     assert reapply.component_update(_job(owner="Deployment", image="b"),
                                     _job(owner="Deployment"), "ml") is None  # fmt: skip
+
+
+def test_a_stop_of_the_same_work_is_recognised_and_undone_whole() -> None:
+    running = appwrapper(suspend=False, infos=INFOS)
+    stop = appwrapper(suspend=True)
+    assert reapply.stops_the_same_work(stop, running)
+    assert reapply.undone_stop(stop, running)["spec"] == running["spec"]
+    # Not a stop: already suspended, or un-suspended (Kueue's admission), or other work.
+    assert not reapply.stops_the_same_work(stop, appwrapper(suspend=True))
+    assert not reapply.stops_the_same_work(running, appwrapper())
+    other = appwrapper(suspend=True)
+    other["spec"]["components"][0]["podSets"][0]["replicas"] = 3
+    assert not reapply.stops_the_same_work(other, running)
+    assert "kubectl delete appwrapper train -n ml" in reapply.stop_warning("ml", "train")

@@ -278,6 +278,25 @@ async def test_rerunning_the_redirect_pipeline_changes_nothing_that_runs(
             assert j.stored(VCJOBS)["metadata"]["uid"] == job_uid, args
             assert j.running_pods() == uids, args
 
+        # A manifest that says suspend: true (as render printed it before, or written by
+        # hand), applied again: the stop is not Kueue's, so it is not applied, and kubectl
+        # says why.
+        saved = yaml.safe_load(rendered)
+        saved["spec"] = {"suspend": True, **saved["spec"]}
+        for args in (("apply", "-f", "-"), ("apply", "--server-side", "--force-conflicts",
+                                            "-f", "-")):  # fmt: skip
+            again = await j.kubectl(*args, stdin=yaml.safe_dump(saved))
+            assert again.code == 0, again.both
+            assert "spec.suspend: true was not applied" in again.err, again.both
+            await j.cluster.settle()
+            assert j.stored(APPWRAPPERS)["spec"] == spec, args
+            assert j.running_pods() == uids, args
+
+        # Kueue's own preemption still suspends it.
+        await j.cluster.sims.kueue.preempt(NAMESPACE, "train")
+        await j.eventually(lambda: j.cluster.job() is None, "preemption deleted the Job")
+        assert j.stored(APPWRAPPERS)["spec"]["suspend"] is True
+
 
 async def test_reapplying_the_job_manifest_after_admission_answers_as_before(
     webhook_pki: ServingPki, tmp_path: Path

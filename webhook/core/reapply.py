@@ -10,7 +10,10 @@ give (a CI job, a Makefile, a GitOps sync, a second run "to be sure"):
   ``jsonmergepatch.CreateThreeWayJSONMergePatch``) and server-side apply both replace it whole,
   dropping Kueue's placement. ``render`` prints no ``spec.suspend`` (autowrap's and Kueue's
   webhooks suspend an AppWrapper on create), so the flip is never sent; this module keeps
-  Kueue's ``podSetInfos`` (:func:`kept_kueue_state`).
+  Kueue's ``podSetInfos`` (:func:`kept_kueue_state`). A manifest that does say
+  ``suspend: true`` (written by hand, or by an earlier ``render``) re-applied over a running
+  AppWrapper would stop it: while Kueue's Workload still holds an admission, that stop is not
+  Kueue's and is undone (:func:`stops_the_same_work`, :func:`undone_stop`).
 - ``kubectl apply -f job.yaml`` of the original Job once the AppWrapper created it. Before
   admission kubectl creates, and the create is answered with the redirect; after, kubectl finds
   the Job and patches it, and Volcano refuses with "job updates may not change fields other
@@ -83,6 +86,48 @@ def kept_kueue_state(new: Mapping[str, Any], old: Mapping[str, Any]) -> Obj | No
     result = objects.deep_copy(dict(new))
     result["spec"]["components"] = kept
     return result
+
+
+def stops_the_same_work(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
+    """Whether an update sets ``spec.suspend`` from false to true and re-sends the same work:
+    a manifest that says ``suspend: true`` (written by hand, or printed by an earlier
+    ``render``) applied again over a running AppWrapper, or Kueue's own preemption. Which of
+    the two is decided on Kueue's Workload (:func:`undone_stop`)."""
+    if not objects.is_appwrapper(new) or not objects.is_appwrapper(old):
+        return False
+    new_spec, old_spec = as_map(new.get("spec")), as_map(old.get("spec"))
+    if new_spec.get("suspend") is not True or old_spec.get("suspend") is True:
+        return False
+    new_components = as_list(new_spec.get("components"))
+    old_components = as_list(old_spec.get("components"))
+    return len(new_components) == len(old_components) and all(
+        _work(as_map(a)) == _work(as_map(b))
+        for a, b in zip(new_components, old_components, strict=True)
+    )
+
+
+def undone_stop(new: Mapping[str, Any], old: Mapping[str, Any]) -> Obj:
+    """``new`` with the stored ``suspend`` and components (Kueue's ``podSetInfos`` included):
+    the update leaves what runs alone. Used only while Kueue's Workload holds an admission,
+    which Kueue takes back (``Evicted``, or no longer ``Admitted``) before it suspends a job
+    itself (jobframework reconciler: an evicted Workload stops its job; a job running without
+    an admitted Workload is stopped), so a stop that comes while Kueue still admits it is
+    not Kueue's, and Kueue would start it again anyway, from scratch."""
+    result = objects.deep_copy(dict(new))
+    old_spec = as_map(old.get("spec"))
+    result["spec"]["suspend"] = old_spec.get("suspend", False)
+    result["spec"]["components"] = copy.deepcopy(list(as_list(old_spec.get("components"))))
+    return result
+
+
+def stop_warning(namespace: str, name: str) -> str:
+    return (
+        f"spec.suspend: true was not applied: Kueue admitted AppWrapper {namespace}/{name} and "
+        "it runs, and suspending it would delete its pods (Kueue would start it again from "
+        "scratch); leave spec.suspend out of the manifest. To stop it, delete it (kubectl "
+        f"delete appwrapper {name} -n {namespace}) or deactivate its Workload (kubectl patch "
+        'workload NAME --type merge -p \'{"spec":{"active":false}}\')'
+    )
 
 
 def _work(component: Mapping[str, Any]) -> Obj:

@@ -868,6 +868,20 @@ class KubeClient(Api):
                     )
         return None
 
+    async def kueue_workloads(
+        self, namespace: str, appwrapper_uid: str, *, timeout: float
+    ) -> list[dict[str, Any]]:
+        """Kueue labels each Workload with the uid of the job it stands for
+        (constants.JobUIDLabel); listed live, since the answer decides whether an update may
+        stop what runs."""
+        version = await self.kueue_version(timeout=timeout)
+        if version is None or not appwrapper_uid:
+            return []
+        kind = Kind(KUEUE_GROUP, version, "workloads", "Workload")
+        listed = await self.list(kind, namespace, timeout=timeout,
+                                 labels=f"{names.KUEUE_JOB_UID_LABEL}={appwrapper_uid}")  # fmt: skip
+        return [w for w in listed.get("items") or [] if isinstance(w, dict)]
+
     async def _cluster_scoped(
         self, cache: str, plural: str, version: str, name: str, *, timeout: float
     ) -> dict[str, Any] | None:
