@@ -211,39 +211,21 @@ async def _update(
     submitted: int,
 ) -> dict[str, Any]:
     """Re-running what the docs give changes nothing that runs: an AppWrapper re-applied keeps
-    Kueue's placement, a Job an AppWrapper created is answered with the redirect
-    (``webhook.core.reapply``), an adopted object gets its stored spec back."""
+    Kueue's placement and keeps running while Kueue admits it, a Job an AppWrapper created is
+    answered with the redirect (``webhook.core.reapply``), and re-applying the unchanged
+    manifest of an adopted object succeeds (SPEC section 11)."""
     if objects.is_appwrapper(old):
-        kept = reapply.kept_kueue_state(obj, old)
-        if kept is not None:
-            return _patched(request.uid, rec, obj, kept, "kept-kueue-state", submitted=submitted)
-        if reapply.stops_the_same_work(obj, old) and deps.cluster is not None:
-            uid = str(objects.as_map(old.get("metadata")).get("uid") or "")
-            workloads = await deps.cluster.kueue_workloads(request.namespace, uid,
-                                                           timeout=budget.left())  # fmt: skip
-            if adoption.admission(old, workloads) is not None:
-                warning = reapply.stop_warning(request.namespace, objects.name_of(old))
-                return _patched(request.uid, rec, obj, reapply.undone_stop(obj, old),
-                                "kept-running", submitted=submitted, warnings=(warning,))  # fmt: skip
-        return _allowed(request.uid, rec, "skipped")
+        kept = await _kept_appwrapper(obj, old, request.namespace, deps.cluster, budget)
+        if kept is None:
+            return _allowed(request.uid, rec, "skipped")
+        result, what, warnings = kept
+        return _patched(request.uid, rec, obj, result, what, submitted=submitted,
+                        warnings=warnings)  # fmt: skip
     refusal = reapply.component_update(obj, old, request.namespace)
     if refusal is not None:
         # 403 as the redirect answers a create (``_wrap``): kubectl prints "Error from server
         # (Forbidden): ... admission webhook ... denied the request: Job ns/name was wrapped ...".
         return _denied(request.uid, rec, [refusal], code=403, reason="Forbidden")
-    return await _normalize_update(request, obj, old, deps, budget, rec, submitted)
-
-
-async def _normalize_update(
-    request: review.AdmissionRequest,
-    obj: dict[str, Any],
-    old: dict[str, Any],
-    deps: Deps,
-    budget: _Budget,
-    rec: Record,
-    submitted: int,
-) -> dict[str, Any]:
-    """Re-applying the unchanged manifest of an adopted object succeeds (SPEC section 11)."""
     if not adoption.is_adopted_object(old):
         return _allowed(request.uid, rec, "skipped")
     labels: Mapping[str, str] = {}
@@ -256,6 +238,28 @@ async def _normalize_update(
     if normalized is None:
         return _allowed(request.uid, rec, "unchanged")
     return _patched(request.uid, rec, obj, normalized, "normalized", submitted=submitted)
+
+
+async def _kept_appwrapper(
+    obj: dict[str, Any],
+    old: dict[str, Any],
+    namespace: str,
+    cluster: Cluster | None,
+    budget: _Budget,
+) -> tuple[dict[str, Any], str, tuple[str, ...]] | None:
+    """What an AppWrapper update becomes so that it leaves Kueue's part as stored (the result,
+    what was done, the warning to give), or None to let it through as sent."""
+    kept = reapply.kept_kueue_state(obj, old)
+    if kept is not None:
+        return kept, "kept-kueue-state", ()
+    if not reapply.stops_the_same_work(obj, old) or cluster is None:
+        return None
+    uid = str(objects.as_map(old.get("metadata")).get("uid") or "")
+    workloads = await cluster.kueue_workloads(namespace, uid, timeout=budget.left())
+    if adoption.admission(old, workloads) is None:
+        return None  # Kueue took its admission back: the stop is Kueue's (preemption)
+    warning = reapply.stop_warning(namespace, objects.name_of(old))
+    return reapply.undone_stop(obj, old), "kept-running", (warning,)
 
 
 def _note_findings(rec: Record, outcome: engine.Outcome, obj: Mapping[str, Any]) -> None:

@@ -748,6 +748,8 @@ class FakeCluster:
             return _json(self._group_list())
         if parts[:2] == ["openapi", "v3"]:
             return _json(self._openapi_v3("/".join(parts[2:])))
+        if parts == ["openapi", "v2"]:
+            return self._openapi_v2(request)
         if len(parts) >= 2 and parts[0] == "api":
             group, version, rest = "", parts[1], parts[2:]
         elif len(parts) >= 3 and parts[0] == "apis":
@@ -1147,6 +1149,29 @@ class FakeCluster:
             }  # fmt: skip
         return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.33.0-fake"},
                 "paths": paths, "components": {"schemas": {}}}  # fmt: skip
+
+    def _openapi_v2(self, request: web.Request) -> web.Response:
+        """``/openapi/v2``: each resource's PATCH operation with its group-version-kind and
+        ``fieldValidation``, in gnostic's protobuf when asked for it (``protobuf.openapi_v2``,
+        what kubectl asks for), else as JSON; the protobuf answer's media type is the one
+        kube-openapi sets (pkg/handler/handler.go: subTypeProtobuf)."""
+        patches = []
+        for res in self._served():
+            prefix = f"/api/{res.version}" if not res.group else f"/apis/{res.group}/{res.version}"
+            scope = "/namespaces/{namespace}" if res.namespaced else ""
+            gvk = {"group": res.group, "version": res.version, "kind": res.kind}
+            patches.append((f"{prefix}{scope}/{res.plural}/{{name}}", gvk,
+                            ["dryRun", "fieldManager", "fieldValidation", "force"]))  # fmt: skip
+        if "protobuf" in request.headers.get("Accept", ""):
+            return web.Response(
+                body=protobuf.openapi_v2(patches),
+                content_type="application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+            )
+        paths = {path: {"patch": {"x-kubernetes-group-version-kind": gvk, "parameters": [
+                    {"name": p, "in": "query", "type": "string"} for p in params]}}
+                 for path, gvk, params in patches}  # fmt: skip
+        return _json({"swagger": "2.0", "info": {"title": "Kubernetes", "version": "v1.33.0-fake"},
+                      "paths": paths})  # fmt: skip
 
     # -- SelfSubjectReview, SubjectAccessReview ------------------------------------------------
 

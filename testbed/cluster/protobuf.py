@@ -104,3 +104,45 @@ def decode(body: bytes) -> dict[str, Any]:
         elif number != 3:
             raise Unsupported(f"Namespace field {number}")
     return obj
+
+
+# --- OpenAPI v2, as kube-apiserver serves /openapi/v2 to kubectl -------------------------------
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _message(number: int, body: bytes | str) -> bytes:
+    data = body.encode() if isinstance(body, str) else body
+    return _varint(number << 3 | 2) + _varint(len(data)) + data
+
+
+def openapi_v2(patches: list[tuple[str, dict[str, str], list[str]]]) -> bytes:
+    """The OpenAPI v2 document in gnostic's protobuf (google/gnostic openapiv2/OpenAPIv2.proto:
+    Document.paths = 8, Paths.path = 2, NamedPathItem{name = 1, value = 2}, PathItem.patch = 8,
+    Operation{parameters = 8, vendor_extension = 13}, ParametersItem.parameter = 1,
+    Parameter.non_body_parameter = 2, NonBodyParameter.query_parameter_sub_schema = 3,
+    QueryParameterSubSchema{in = 2, name = 4, type = 6}, NamedAny{name = 1, value = 2},
+    Any.yaml = 2): for each (path, group-version-kind, query parameters) a PATCH operation. It
+    is what kubectl before 1.28 reads to decide that the server validates fields itself
+    (k8s.io/kubectl pkg/cmd/util ... resource/query_param_verifier.go supportsQueryParam);
+    no schema is served."""
+    paths = b""
+    for path, gvk, params in patches:
+        operation = b"".join(
+            _message(8, _message(1, _message(2, _message(3, _message(2, "query")
+                                                         + _message(4, p) + _message(6, "string")))))
+            for p in params
+        )  # fmt: skip
+        extension = "".join(f"{k}: {v!r}\n" for k, v in sorted(gvk.items()))
+        operation += _message(13, _message(1, "x-kubernetes-group-version-kind")
+                              + _message(2, _message(2, extension)))  # fmt: skip
+        paths += _message(2, _message(1, path) + _message(2, _message(8, operation)))
+    info = _message(1, "Kubernetes") + _message(2, "v1.33.0-fake")
+    return _message(1, "2.0") + _message(2, info) + _message(8, paths)

@@ -15,6 +15,14 @@ from pathlib import Path
 import pytest
 
 KUBECTL = shutil.which("kubectl")
+# The oldest kubectl adopt mode serves (Kubernetes 1.27), where installed beside the default
+# one under that name (as cloud SDKs install them): the journey holds for both.
+OLDEST = "kubectl.1.27"
+BINARIES = [KUBECTL] + [
+    str(Path(os.path.realpath(KUBECTL)).parent / OLDEST)
+    for _ in [0]
+    if KUBECTL is not None and (Path(os.path.realpath(KUBECTL)).parent / OLDEST).exists()
+]
 USER_TOKEN = "alice-token"
 TIMEOUT = 60.0
 
@@ -37,16 +45,17 @@ class Typed:
 
 
 class Kubectl:
-    def __init__(self, kubeconfig: Path, home: Path) -> None:
+    def __init__(self, kubeconfig: Path, home: Path, binary: str | None = KUBECTL) -> None:
         self.kubeconfig = kubeconfig
         self.home = home
+        self.binary = binary
 
     async def __call__(self, *args: str, stdin: str | None = None, check: bool = False) -> Typed:
-        assert KUBECTL is not None
+        assert self.binary is not None
         env = {"PATH": os.environ.get("PATH", ""), "HOME": str(self.home),
                "KUBECONFIG": str(self.kubeconfig), "KUBECACHEDIR": str(self.home / "cache")}  # fmt: skip
         process = await asyncio.create_subprocess_exec(
-            KUBECTL, *args, env=env,
+            self.binary, *args, env=env,
             stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
