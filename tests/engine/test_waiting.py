@@ -24,37 +24,51 @@ def workload(*conditions: Obj, owner: str = "aw-uid", kind: str = "AppWrapper") 
 
 
 PENDING = {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": REASON}
+ADMITTED = {"type": "Admitted", "status": "True", "reason": "Admitted"}
 QUEUED = adoption.Status("Queued in LocalQueue 'q' (AppWrapper train); pods wait", "Queued")
 
 
 def test_the_pending_reason_is_kueues_message_on_the_queued_status() -> None:
-    reason = waiting.pending_reason(AW, [workload(PENDING)])
-    assert reason == REASON
-    status = waiting.with_reason(QUEUED, reason)
+    said = waiting.kueue_says(AW, [workload(PENDING)])
+    assert said == waiting.Said(reason=REASON)
+    status = waiting.with_kueue(QUEUED, AW, said)
     assert status.text.endswith(f"pods wait. Kueue: {REASON}") and status.reason == "Queued"
 
 
-def test_nothing_is_said_once_admitted_for_another_appwrapper_or_in_another_state() -> None:
-    admitted = {"type": "Admitted", "status": "True", "reason": "Admitted"}
+def test_admitted_and_not_yet_started_says_admitted_not_queued() -> None:
+    said = waiting.kueue_says(AW, [workload(PENDING, ADMITTED)])
+    assert said == waiting.Said(admitted=True)
+    status = waiting.with_kueue(QUEUED, AW, said)
+    assert (status.reason, status.text) == (
+        "Admitted",
+        "Admitted by Kueue; AppWrapper train is starting",
+    )
+
+
+def test_nothing_is_said_for_another_appwrapper_or_in_another_state() -> None:
     reserved = {**PENDING, "status": "True"}
-    assert waiting.pending_reason(AW, [workload(PENDING, admitted)]) == ""
-    assert waiting.pending_reason(AW, [workload(reserved)]) == ""
-    assert waiting.pending_reason(AW, [workload(PENDING, owner="other")]) == ""
-    assert waiting.pending_reason(None, [workload(PENDING)]) == ""
+    assert waiting.kueue_says(AW, [workload(reserved)]) == waiting.Said()
+    assert waiting.kueue_says(AW, [workload(PENDING, owner="other")]) == waiting.Said()
+    assert waiting.kueue_says(None, [workload(PENDING)]) == waiting.Said()
     running = adoption.Status("Admitted by Kueue; AppWrapper train is Running", "Running")
-    assert waiting.with_reason(running, REASON) == running
+    assert waiting.with_kueue(running, AW, waiting.Said(reason=REASON)) == running
+    assert waiting.with_kueue(QUEUED, AW, waiting.Said()) == QUEUED
 
 
 def test_a_long_reason_is_cut_to_the_limit() -> None:
     long = {**PENDING, "message": "couldn't assign flavors: " + "flavor x lacks gpu, " * 200}
-    reason = waiting.pending_reason(AW, [workload(long)])
+    reason = waiting.kueue_says(AW, [workload(long)]).reason
     assert len(reason) == waiting.REASON_LIMIT and reason.endswith("…")
 
 
-def test_the_kept_workload_is_its_owner_and_the_conditions_read() -> None:
+def test_a_workload_is_kept_only_while_it_says_something_and_then_only_that() -> None:
     kept = waiting.workload_view(workload(PENDING, {"type": "PodsReady", "status": "False"}))
     assert kept is not None
-    assert [c["type"] for c in kept["status"]["conditions"]] == ["QuotaReserved"]
+    assert kept["status"]["conditions"] == [
+        {"type": "QuotaReserved", "status": "False", "message": REASON}
+    ]
     assert "spec" not in kept and kept["metadata"]["resourceVersion"] == "7"
     assert waiting.appwrapper_of(kept) == "train"
+    assert waiting.kueue_says(AW, [kept]) == waiting.Said(reason=REASON)
+    assert waiting.workload_view(workload()) is None  # just created: nothing said yet
     assert waiting.workload_view(workload(PENDING, kind="Job")) is None

@@ -258,6 +258,11 @@ async def test_describe_says_why_kueue_has_not_admitted_it_and_follows_the_reaso
             j.stored(VCJOBS)["metadata"].get("annotations") or {}
         ).get(names.STATUS_ANNOTATION, "")
         assert "Admitted by Kueue" in described.out
+        # No "Queued" without a reason between Kueue's admission and the AppWrapper's start.
+        events = await j.kubectl("get", "events", "--field-selector", "involvedObject.name=train",
+                                 "-o", "jsonpath={range .items[*]}{.reason}|{.message}\n{end}")  # fmt: skip
+        queued = [line for line in jsonpath(events).splitlines() if line.startswith("Queued|")]
+        assert len(queued) == 2 and all("Kueue: " in line for line in queued), events.out
 
 
 # --- redirect mode -----------------------------------------------------------------------------------

@@ -533,11 +533,11 @@ class Reconciler:
     def _waiting(
         self, status: adoption.Status, appwrapper: Obj | None, key: Key
     ) -> adoption.Status:
-        """The status with Kueue's reason for not admitting yet, as its Workload says (from the
-        watch: a new reason wakes the key, and the status and a ``Queued`` Event follow it)."""
-        return waiting.with_reason(
-            status, waiting.pending_reason(appwrapper, self._workloads_of(key))
-        )
+        """The status with what Kueue's Workload says while the AppWrapper is queued: its
+        reason for not admitting yet, or that it admitted (from the watch: a new reason wakes
+        the key, and the status and a ``Queued`` Event follow it)."""
+        said = waiting.kueue_says(appwrapper, self._workloads_of(key))
+        return waiting.with_kueue(status, appwrapper, said)
 
     def _kind_of(self, obj: Mapping[str, Any]) -> Kind | None:
         return self._kinds.get((str(obj.get("apiVersion")), str(obj.get("kind"))))

@@ -17,6 +17,7 @@ podSet); the status changes, and one Event is written, only when the mirrored te
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from webhook.core import adoption
@@ -24,33 +25,52 @@ from webhook.model.objects import as_list, as_map
 
 Obj = dict[str, Any]
 REASON_LIMIT = 512
-# The conditions a reason is read from; the rest of a Workload is not kept.
-_KEPT_CONDITIONS = frozenset({"QuotaReserved", "Admitted", "Evicted"})
+
+
+@dataclass(frozen=True)
+class Said:
+    """What Kueue's Workload says of the AppWrapper: admitted, or why not yet ("" when it has
+    said nothing)."""
+
+    admitted: bool = False
+    reason: str = ""
+
+
+def _said(workload: Mapping[str, Any]) -> Said:
+    conditions = {
+        str(c.get("type")): c
+        for c in map(as_map, as_list(as_map(workload.get("status")).get("conditions")))
+    }
+    if as_map(conditions.get("Admitted")).get("status") == "True":
+        return Said(admitted=True)
+    reserved = as_map(conditions.get("QuotaReserved"))
+    if reserved.get("status") != "False":
+        return Said()
+    return Said(reason=_cut(str(reserved.get("message") or reserved.get("reason") or "")))
 
 
 def workload_view(workload: Mapping[str, Any]) -> Obj | None:
-    """A Workload as the controller keeps it: which AppWrapper it stands for and the conditions
-    a reason is read from; None (not kept) for one that stands for no AppWrapper (Kueue makes
-    one for every job it queues, of any kind)."""
+    """A Workload as the controller keeps it: which AppWrapper it stands for and what Kueue
+    says (:class:`Said`), or None (not kept) while it says nothing, and for one that stands
+    for no AppWrapper (Kueue makes one for every job it queues, of any kind). So only a new
+    reason, or the admission, wakes the AppWrapper's key; Kueue's other writes do not."""
     metadata = as_map(workload.get("metadata"))
     owners = [
         {k: r.get(k) for k in ("apiVersion", "kind", "name", "uid", "controller")}
         for r in map(as_map, as_list(metadata.get("ownerReferences")))
         if r.get("controller") is True and r.get("kind") == "AppWrapper"
     ]
-    if not owners:
+    said = _said(workload)
+    if not owners or not (said.admitted or said.reason):
         return None
-    conditions = [
-        {k: c.get(k) for k in ("type", "status", "reason", "message") if k in c}
-        for c in map(as_map, as_list(as_map(workload.get("status")).get("conditions")))
-        if c.get("type") in _KEPT_CONDITIONS
-    ]
+    condition = ({"type": "Admitted", "status": "True"} if said.admitted else
+                 {"type": "QuotaReserved", "status": "False", "message": said.reason})  # fmt: skip
     return {
         "apiVersion": workload.get("apiVersion"),
         "kind": workload.get("kind"),
         "metadata": {k: metadata[k] for k in ("name", "namespace", "uid", "resourceVersion")
                      if k in metadata} | {"ownerReferences": owners},
-        "status": {"conditions": conditions},
+        "status": {"conditions": [condition]},
     }  # fmt: skip
 
 
@@ -62,29 +82,19 @@ def appwrapper_of(workload: Mapping[str, Any]) -> str:
     return ""
 
 
-def pending_reason(
+def kueue_says(
     appwrapper: Mapping[str, Any] | None, workloads: Sequence[Mapping[str, Any]]
-) -> str:
-    """Kueue's reason for not admitting the AppWrapper, from the Workload that stands for it
-    (its controller reference names the AppWrapper's uid), cut to ``REASON_LIMIT``; "" when
-    Kueue has said nothing (or has admitted it)."""
+) -> Said:
+    """What the Workload that stands for the AppWrapper (its controller reference names the
+    AppWrapper's uid) says; nothing when there is none."""
     if appwrapper is None:
-        return ""
+        return Said()
     uid = as_map(appwrapper.get("metadata")).get("uid")
     for workload in workloads:
         owner = adoption.controller_of(workload)
-        if not uid or owner is None or owner.get("uid") != uid:
-            continue
-        conditions = {
-            str(c.get("type")): c
-            for c in map(as_map, as_list(as_map(workload.get("status")).get("conditions")))
-        }
-        admitted = as_map(conditions.get("Admitted")).get("status") == "True"
-        reserved = as_map(conditions.get("QuotaReserved"))
-        if admitted or reserved.get("status") != "False":
-            return ""
-        return _cut(str(reserved.get("message") or reserved.get("reason") or ""))
-    return ""
+        if uid and owner is not None and owner.get("uid") == uid:
+            return _said(workload)
+    return Said()
 
 
 def _cut(text: str) -> str:
@@ -94,9 +104,18 @@ def _cut(text: str) -> str:
     return text[: REASON_LIMIT - 1].rstrip() + "…"
 
 
-def with_reason(status: adoption.Status, reason: str) -> adoption.Status:
-    """The object's status with Kueue's reason, while it is queued (the Event that goes with
-    the change, ``Queued``, says it too)."""
-    if not reason or status.reason != "Queued":
+def with_kueue(
+    status: adoption.Status, appwrapper: Mapping[str, Any] | None, said: Said
+) -> adoption.Status:
+    """The object's status while its AppWrapper is queued, with what Kueue says: its reason
+    for not admitting yet (the ``Queued`` Event that goes with a change says it too), or, once
+    it admitted and before it un-suspends the AppWrapper, "Admitted" (rather than a
+    ``Queued`` without a reason in between)."""
+    if status.reason != "Queued" or appwrapper is None:
         return status
-    return adoption.Status(f"{status.text}. Kueue: {reason}", status.reason, status.type)
+    if said.admitted:
+        name = as_map(appwrapper.get("metadata")).get("name")
+        return adoption.Status(f"Admitted by Kueue; AppWrapper {name} is starting", "Admitted")
+    if said.reason:
+        return adoption.Status(f"{status.text}. Kueue: {said.reason}", status.reason, status.type)
+    return status
