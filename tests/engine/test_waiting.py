@@ -72,3 +72,11 @@ def test_a_workload_is_kept_only_while_it_says_something_and_then_only_that() ->
     assert waiting.kueue_says(AW, [kept]) == waiting.Said(reason=REASON)
     assert waiting.workload_view(workload()) is None  # just created: nothing said yet
     assert waiting.workload_view(workload(PENDING, kind="Job")) is None
+
+
+def test_only_a_reason_said_now_or_before_wakes_the_appwrapper() -> None:
+    pending = waiting.workload_view(workload(PENDING))
+    admitted = waiting.workload_view(workload(ADMITTED))
+    assert waiting.wakes(None, pending) and waiting.wakes(pending, admitted)
+    assert waiting.wakes(pending, None)
+    assert not waiting.wakes(None, admitted) and not waiting.wakes(admitted, None)

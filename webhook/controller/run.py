@@ -195,6 +195,9 @@ class Controller:
         index = self._by_key[source]
 
         def changed(old: Obj | None, new: Obj | None) -> None:
+            # A Workload admitted without a reason said before changes no status (the
+            # AppWrapper's own start does): kept, waking nothing.
+            wake = source != "workloads" or waiting.wakes(old, new)
             for obj, present in ((old, False), (new, True)):
                 if obj is None:
                     continue
@@ -211,7 +214,8 @@ class Controller:
                     index[key].discard(member)
                     if not index[key]:
                         index.pop(key, None)
-                self.queue.add_batched(key, BATCH_SECONDS)
+                if wake:
+                    self.queue.add_batched(key, BATCH_SECONDS)
 
         return changed
 

@@ -74,6 +74,13 @@ def workload_view(workload: Mapping[str, Any]) -> Obj | None:
     }  # fmt: skip
 
 
+def wakes(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> bool:
+    """Whether a change of a kept Workload can change the object's status: a reason said, or
+    one said before (now another, or the admission that ends it). An admission with no reason
+    before it changes nothing the AppWrapper's own start does not."""
+    return any(view is not None and _said(view).reason for view in (old, new))
+
+
 def appwrapper_of(workload: Mapping[str, Any]) -> str:
     """The name of the AppWrapper a Workload stands for (its controller reference)."""
     for reference in map(as_map, as_list(as_map(workload.get("metadata")).get("ownerReferences"))):
