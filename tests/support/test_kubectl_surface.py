@@ -38,9 +38,12 @@ def test_a_protobuf_namespace_decodes_and_other_kinds_are_refused() -> None:
         raise AssertionError(body)
 
 
-async def test_openapi_v3_names_each_group_version_and_its_patch_parameters(
-    fake_kube: FakeCluster,
-) -> None:
+async def test_openapi_v3_names_each_group_version_and_its_patch_parameters() -> None:
+    async with FakeCluster() as fake_kube:  # its token is a cluster admin's
+        await _openapi_v3(fake_kube)
+
+
+async def _openapi_v3(fake_kube: FakeCluster) -> None:
     headers = {"Authorization": f"Bearer {fake_kube.token}"}
     async with aiohttp.ClientSession(headers=headers) as session:
         async with session.get(f"{fake_kube.url}/openapi/v3") as answer:
@@ -55,7 +58,12 @@ async def test_openapi_v3_names_each_group_version_and_its_patch_parameters(
     assert "fieldValidation" in {p["name"] for p in patch["parameters"]}
 
 
-async def test_a_pod_not_started_has_no_log(fake_kube: FakeCluster) -> None:
+async def test_a_pod_not_started_has_no_log() -> None:
+    async with FakeCluster() as fake_kube:  # its token is a cluster admin's
+        await _no_log(fake_kube)
+
+
+async def _no_log(fake_kube: FakeCluster) -> None:
     fake_kube.store.create(PODS, {"metadata": {"name": "p", "namespace": "default"},
                                   "spec": {"containers": [{"name": "c", "image": "i"}]}})  # fmt: skip
     headers = {"Authorization": f"Bearer {fake_kube.token}"}
