@@ -58,6 +58,11 @@ class InstantCluster:
     async def redirect_reason(self, namespace: str, queue: str, *, timeout: float) -> str | None:
         return None
 
+    async def kueue_workloads(
+        self, namespace: str, appwrapper_uid: str, *, timeout: float
+    ) -> list[dict[str, Any]]:
+        return []
+
     async def refusal(
         self, namespace: str, components: list[dict[str, Any]], *, timeout: float
     ) -> str | None:

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import orjson
 
-from webhook.core import adoption, audit, builder, engine, provenance
+from webhook.core import adoption, audit, builder, engine, provenance, reapply
 from webhook.core.plumbing import pods
 from webhook.core.policy import Match, Mode, PolicySet
 from webhook.core.ports import AlreadyExists, ApiFailure, Cluster, Identity
@@ -170,8 +170,7 @@ async def _mutate(
 ) -> dict[str, Any]:
     """``submitted``: the request body's length (``_patched``)."""
     if request.operation == "UPDATE" and obj and request.old_object:
-        return await _normalize_update(request, obj, request.old_object, deps, budget, rec,
-                                       submitted)  # fmt: skip
+        return await _update(request, obj, request.old_object, deps, budget, rec, submitted)
     if request.operation != "CREATE" or not obj:
         return _allowed(request.uid, rec, "skipped")
     if request.kind.kind == "Pod" and pods.needs_rank(obj):
@@ -202,7 +201,7 @@ async def _mutate(
     return _patched(request.uid, rec, obj, outcome.result, "completed", submitted=submitted)
 
 
-async def _normalize_update(
+async def _update(
     request: review.AdmissionRequest,
     obj: dict[str, Any],
     old: dict[str, Any],
@@ -211,7 +210,22 @@ async def _normalize_update(
     rec: Record,
     submitted: int,
 ) -> dict[str, Any]:
-    """Re-applying the unchanged manifest of an adopted object succeeds (SPEC section 11)."""
+    """Re-running what the docs give changes nothing that runs: an AppWrapper re-applied keeps
+    Kueue's placement and keeps running while Kueue admits it, a Job an AppWrapper created is
+    answered with the redirect (``webhook.core.reapply``), and re-applying the unchanged
+    manifest of an adopted object succeeds (SPEC section 11)."""
+    if objects.is_appwrapper(old):
+        kept = await _kept_appwrapper(obj, old, request.namespace, deps.cluster, budget)
+        if kept is None:
+            return _allowed(request.uid, rec, "skipped")
+        result, what, warnings = kept
+        return _patched(request.uid, rec, obj, result, what, submitted=submitted,
+                        warnings=warnings)  # fmt: skip
+    refusal = reapply.component_update(obj, old, request.namespace)
+    if refusal is not None:
+        # 403 as the redirect answers a create (``_wrap``): kubectl prints "Error from server
+        # (Forbidden): ... admission webhook ... denied the request: Job ns/name was wrapped ...".
+        return _denied(request.uid, rec, [refusal], code=403, reason="Forbidden")
     if not adoption.is_adopted_object(old):
         return _allowed(request.uid, rec, "skipped")
     labels: Mapping[str, str] = {}
@@ -224,6 +238,28 @@ async def _normalize_update(
     if normalized is None:
         return _allowed(request.uid, rec, "unchanged")
     return _patched(request.uid, rec, obj, normalized, "normalized", submitted=submitted)
+
+
+async def _kept_appwrapper(
+    obj: dict[str, Any],
+    old: dict[str, Any],
+    namespace: str,
+    cluster: Cluster | None,
+    budget: _Budget,
+) -> tuple[dict[str, Any], str, tuple[str, ...]] | None:
+    """What an AppWrapper update becomes so that it leaves Kueue's part as stored (the result,
+    what was done, the warning to give), or None to let it through as sent."""
+    kept = reapply.kept_kueue_state(obj, old)
+    if kept is not None:
+        return kept, "kept-kueue-state", ()
+    if not reapply.stops_the_same_work(obj, old) or cluster is None:
+        return None
+    uid = str(objects.as_map(old.get("metadata")).get("uid") or "")
+    workloads = await cluster.kueue_workloads(namespace, uid, timeout=budget.left())
+    if adoption.admission(old, workloads) is None:
+        return None  # Kueue took its admission back: the stop is Kueue's (preemption)
+    warning = reapply.stop_warning(namespace, objects.name_of(old))
+    return reapply.undone_stop(obj, old), "kept-running", (warning,)
 
 
 def _note_findings(rec: Record, outcome: engine.Outcome, obj: Mapping[str, Any]) -> None:
@@ -263,6 +299,7 @@ def _patched(
     what: str,
     *,
     submitted: int,
+    warnings: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Allowed with the patch from ``original`` to ``result``, unless the apiserver could not
     store the result. ``submitted`` is the request body's length, more than ``original`` weighs
@@ -277,7 +314,8 @@ def _patched(
         if too_large:
             return _denied(uid, rec, [v.render() for v in too_large])
     rec.decision = what if patch else "unchanged"
-    return review.allow(uid, patch=encoded)
+    rec.warnings = len(warnings)
+    return review.allow(uid, patch=encoded, warnings=warnings)
 
 
 # --- /validate ---------------------------------------------------------------------------------

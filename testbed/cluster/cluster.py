@@ -44,7 +44,7 @@ from testbed.apiserver import (
 )
 from testbed.apiserver import generate_name as _generate_name
 from testbed.cluster import fields as managed
-from testbed.cluster import patches
+from testbed.cluster import patches, protobuf
 from testbed.cluster import rbac as authz
 from testbed.cluster.common import (
     DEFAULT_TOKEN,
@@ -268,6 +268,9 @@ class FakeCluster:
                                   "platform": "linux/amd64"}  # fmt: skip
         self._runner: web.AppRunner | None = None
         self._streams: set[asyncio.Task[Any]] = set()
+        # GET pods/{name}/log: the kubelet's answer (testbed.sim.kubelet sets it), given the
+        # pod and the container named (None: the only one); None means not started.
+        self.pod_logs: Callable[[JsonDict, str | None], str | None] | None = None
         self.store.on_write(self._sync_namespace)
         if emulator is not None:
             self.admit_with(emulator)
@@ -798,6 +801,10 @@ class FakeCluster:
                                                           "serverAddress": f"{self.host}:{self.port}"}]})  # fmt: skip
         if parts == ["apis"]:
             return _json(self._group_list())
+        if parts[:2] == ["openapi", "v3"]:
+            return _json(self._openapi_v3("/".join(parts[2:])))
+        if parts == ["openapi", "v2"]:
+            return self._openapi_v2(request)
         if len(parts) >= 2 and parts[0] == "api":
             group, version, rest = "", parts[1], parts[2:]
         elif len(parts) >= 3 and parts[0] == "apis":
@@ -871,6 +878,10 @@ class FakeCluster:
             if method != "POST":
                 raise self._method_not_allowed(method)
             return await self._bind(request, target, user, dry_run)
+        if res == PODS and target.subresource == "log" and target.name is not None:
+            if method != "GET":
+                raise self._method_not_allowed(method)
+            return self._log(target, request)
         if target.subresource and (target.subresource != "status" or not res.status_subresource):
             raise _generic_not_found()
         if target.name is None:
@@ -960,6 +971,29 @@ class FakeCluster:
         return self.store.bind(namespace, name, node, uid=uid, resource_version=resource_version,
                                annotations=annotations, dry_run=dry_run)  # fmt: skip
 
+    def _log(self, target: _Target, request: web.Request) -> web.Response:
+        """GET pods/{name}/log, answered from the kubelet as kube-apiserver proxies it
+        (pkg/registry/core/pod/rest/log.go); a container that has not started is 400, with
+        the message kube-apiserver gives (pkg/registry/core/pod/strategy.go LogLocation)."""
+        name, namespace = str(target.name), target.namespace
+        pod = self.store.get(PODS, namespace, name)
+        if pod is None:
+            raise ApiError(404, f'pods "{name}" not found', "NotFound",
+                           {"name": name, "kind": "pods"})  # fmt: skip
+        containers = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
+        container = request.query.get("container")
+        if container is None and len(containers) > 1:
+            raise bad_request(f"a container name must be specified for pod {name}, choose one "
+                              f"of: [{' '.join(map(str, containers))}]")  # fmt: skip
+        if container is not None and container not in containers:
+            raise bad_request(f"container {container} is not valid for pod {name}")
+        text = self.pod_logs(pod, container) if self.pod_logs is not None else None
+        if text is None:
+            shown = container or containers[0]
+            raise bad_request(f'container "{shown}" in pod "{name}" is waiting to start: '
+                              "ContainerCreating")  # fmt: skip
+        return web.Response(text=text, content_type="text/plain")
+
     @staticmethod
     def _method_not_allowed(method: str) -> ApiError:
         return ApiError(405, "the server does not allow this method on the requested resource "
@@ -975,6 +1009,13 @@ class FakeCluster:
 
     @staticmethod
     async def _body(request: web.Request) -> JsonDict:
+        if request.content_type == protobuf.MEDIA_TYPE:
+            try:
+                return protobuf.decode(await request.read())
+            except protobuf.Unsupported:
+                raise ApiError(415, "the body of the request was in an unknown format - accepted "
+                               "media types include: application/json, application/yaml",
+                               "UnsupportedMediaType", {}) from None  # fmt: skip
         body = _decode(await request.read())
         if not isinstance(body, dict):
             raise bad_request("the body of the request was in an unknown format")
@@ -1129,6 +1170,63 @@ class FakeCluster:
         return {"kind": "APIResourceList", "apiVersion": "v1",
                 "groupVersion": f"{group}/{version}" if group else version,
                 "resources": listed}  # fmt: skip
+
+    def _openapi_v3(self, group_version: str) -> JsonDict:
+        """The OpenAPI v3 discovery document (``/openapi/v3``: each group-version and the URL of
+        its document) and one group-version's document, as kube-apiserver serves them
+        (k8s.io/kube-openapi pkg/handler3/handler.go). Each document names its paths and, on
+        every PATCH, the group-version-kind and the ``fieldValidation`` query parameter:
+        kubectl looks for them to decide that the server validates fields itself
+        (k8s.io/kubectl pkg/util/openapi and cli-runtime resource/query_param_verifier_v3.go
+        supportsQueryParamV3) instead of downloading the OpenAPI v2 schema to validate in the
+        client. Schemas are not served: nothing in this cluster reads them."""
+        served = self._served()
+        prefixes = sorted({f"api/{r.version}" if not r.group else f"apis/{r.group}/{r.version}"
+                           for r in served})  # fmt: skip
+        if not group_version:
+            return {"paths": {p: {"serverRelativeURL": f"/openapi/v3/{p}?hash=fake"}
+                              for p in prefixes}}  # fmt: skip
+        if group_version not in prefixes:
+            raise _generic_not_found()
+        paths: JsonDict = {}
+        for res in served:
+            prefix = f"api/{res.version}" if not res.group else f"apis/{res.group}/{res.version}"
+            if prefix != group_version:
+                continue
+            scope = "/namespaces/{namespace}" if res.namespaced else ""
+            gvk = {"group": res.group, "version": res.version, "kind": res.kind}
+            query = [{"name": n, "in": "query", "schema": {"type": "string"}}
+                     for n in ("dryRun", "fieldManager", "fieldValidation", "force")]  # fmt: skip
+            paths[f"/{prefix}{scope}/{res.plural}/{{name}}"] = {
+                "get": {"x-kubernetes-group-version-kind": gvk, "x-kubernetes-action": "get"},
+                "patch": {"x-kubernetes-group-version-kind": gvk,
+                          "x-kubernetes-action": "patch", "parameters": query},
+            }  # fmt: skip
+        return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.33.0-fake"},
+                "paths": paths, "components": {"schemas": {}}}  # fmt: skip
+
+    def _openapi_v2(self, request: web.Request) -> web.Response:
+        """``/openapi/v2``: each resource's PATCH operation with its group-version-kind and
+        ``fieldValidation``, in gnostic's protobuf when asked for it (``protobuf.openapi_v2``,
+        what kubectl asks for), else as JSON; the protobuf answer's media type is the one
+        kube-openapi sets (pkg/handler/handler.go: subTypeProtobuf)."""
+        patches = []
+        for res in self._served():
+            prefix = f"/api/{res.version}" if not res.group else f"/apis/{res.group}/{res.version}"
+            scope = "/namespaces/{namespace}" if res.namespaced else ""
+            gvk = {"group": res.group, "version": res.version, "kind": res.kind}
+            patches.append((f"{prefix}{scope}/{res.plural}/{{name}}", gvk,
+                            ["dryRun", "fieldManager", "fieldValidation", "force"]))  # fmt: skip
+        if "protobuf" in request.headers.get("Accept", ""):
+            return web.Response(
+                body=protobuf.openapi_v2(patches),
+                content_type="application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+            )
+        paths = {path: {"patch": {"x-kubernetes-group-version-kind": gvk, "parameters": [
+                    {"name": p, "in": "query", "type": "string"} for p in params]}}
+                 for path, gvk, params in patches}  # fmt: skip
+        return _json({"swagger": "2.0", "info": {"title": "Kubernetes", "version": "v1.33.0-fake"},
+                      "paths": paths})  # fmt: skip
 
     # -- SelfSubjectReview, SubjectAccessReview ------------------------------------------------
 

@@ -60,6 +60,14 @@ class Kubelet(Simulator):
         super().__init__(cluster, SCHEDULER)
         self.nodes = {n: dict(labels) for n, labels in (nodes or {"node-0": {}}).items()}
         self._ips = itertools.count(1)
+        cluster.pod_logs = self.log
+
+    def log(self, pod: JsonDict, container: str | None) -> str | None:
+        """What ``kubectl logs`` shows for a pod this kubelet started (:func:`container_log`);
+        None for one it has not (the apiserver answers that the container is waiting)."""
+        if (pod.get("status") or {}).get("phase") not in ("Running", *TERMINAL):
+            return None
+        return container_log(pod, container, store=self.store)
 
     async def reconcile(self, key: Key) -> None:
         pod = self.store.get(PODS, *key)
@@ -274,6 +282,43 @@ def expand(value: str, mapping: Mapping[str, str]) -> str:
             out.append("$" + nxt)
             i += 2
     return "".join(out)
+
+
+_ECHO = re.compile(r"""^\s*echo\s+(?:"((?:[^"\\]|\\.)*)"|'([^']*)'|(\S.*?))\s*$""")
+_SHELL_VAR = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
+
+
+def container_log(
+    pod: Mapping[str, Any], container: str | None = None, *, store: Store | None = None
+) -> str:
+    """The output of a container whose command is ``sh -c SCRIPT``: each ``echo`` of the
+    script, with ``$VAR`` and ``${VAR}`` taken from the environment the kubelet gives it
+    (:func:`resolved_env`), as the shell would print it; nothing for any other command (only
+    the echo of a smoke test is modelled, not a shell)."""
+    containers = (pod.get("spec") or {}).get("containers") or []
+    chosen = next((c for c in containers if container in (None, c.get("name"))), None)
+    if chosen is None:
+        return ""
+    command = [str(c) for c in (chosen.get("command") or []) + (chosen.get("args") or [])]
+    if (
+        len(command) < 3
+        or command[0] not in ("sh", "/bin/sh", "bash", "/bin/bash")
+        or (command[1] != "-c")
+    ):
+        return ""
+    env = resolved_env(pod, chosen.get("name"), store=store)
+    lines = []
+    for statement in command[2].split(";"):
+        match = _ECHO.match(statement)
+        if match is None:
+            continue
+        double, single, bare = match.groups()
+        if single is not None:
+            lines.append(single)
+            continue
+        text = double if double is not None else bare
+        lines.append(_SHELL_VAR.sub(lambda m: env.get(m.group(1) or m.group(2), ""), text))
+    return "".join(line + "\n" for line in lines)
 
 
 def _source(store: Store | None, res: Any, namespace: str, name: str) -> JsonDict | None:

@@ -17,7 +17,15 @@ and appwrapper.md §5. What adopt mode relies on:
   preemption suspends it and clears ``podSetInfos`` (RestorePodSetsInfo).
 
 Admission happens by itself with ``auto_admit`` (the gate gone and the LocalQueue present),
-or on :meth:`Kueue.admit`. Not modelled: quota, ClusterQueue and cohort accounting, priorities,
+or on :meth:`Kueue.admit`. With ``quota`` (a nominal quota per resource in the first flavor),
+the scheduler admits only what fits beside the Workloads already admitted; one that does not
+fit keeps ``QuotaReserved=False`` with reason ``Pending`` and the flavor assigner's message, as
+Kueue's scheduler writes it, and a ``Pending`` Event on the Workload (pkg/scheduler/scheduler.go
+requeueAndUpdate: ``workload.UnsetQuotaReservationWithCondition(e.Obj, "Pending",
+e.inadmissibleMsg)`` then ``recorder.Eventf(..., "Pending", api.TruncateEventMessage(...))``;
+the message from pkg/scheduler/flavorassigner/flavorassigner.go: ``couldn't assign flavors to
+pod set <name>: insufficient unused quota for <resource> in flavor <flavor>, <n> more
+needed``). Not modelled: ClusterQueue and cohort accounting beyond that, priorities,
 TAS (its gate and annotation), admission checks, MultiKueue, waitForPodsReady, the
 LocalQueue defaulting webhook (Q3), ``manageJobsWithoutQueueName``.
 """
@@ -95,10 +103,14 @@ class Kueue(Simulator):
         *,
         flavors: Mapping[str, Mapping[str, Any]] | None = None,
         auto_admit: bool = True,
+        quota: Mapping[str, int] | None = None,
     ) -> None:
+        """``quota``: the nominal quota of the first flavor per resource (None: unlimited);
+        tests may change it and call :meth:`queue_key` for Kueue to look again."""
         super().__init__(cluster, CONTROLLER)
         self.flavors = {k: dict(v) for k, v in (flavors or DEFAULT_FLAVORS).items()}
         self.auto_admit = auto_admit
+        self.quota = dict(quota) if quota is not None else None
         self._held: set[Key] = set()
 
     def sources(self) -> list[tuple[Resource, KeyMapper]]:
@@ -232,7 +244,12 @@ class Kueue(Simulator):
         if not suspended:
             await self._stop(aw)
         elif self.auto_admit and key not in self._held and self.why_not_admissible(aw) is None:
-            await self._reserve(wl, next(iter(self.flavors)))
+            flavor = next(iter(self.flavors))
+            lacking = self._lacking(wl, flavor)
+            if lacking:
+                await self._pending(wl, lacking)
+            else:
+                await self._reserve(wl, flavor)
 
     async def _workload(self, aw: JsonDict) -> JsonDict:
         """Create the Workload, or sync its queue and gate from the AppWrapper (Q2, Q4)."""
@@ -303,6 +320,38 @@ class Kueue(Simulator):
             "spec": {"queueName": labels_of(aw)[QUEUE_LABEL], "podSets": podsets, "active": True},
         }
 
+    def _lacking(self, wl: JsonDict, flavor: str) -> str:
+        """Why the Workload does not fit the unused quota, in the flavor assigner's words, or
+        "" when it fits. PodSets are assigned in order, each adding its pods' requests (limits
+        where a container requests nothing, as Kueue's defaulting of requests from limits)."""
+        if self.quota is None:
+            return ""
+        used: dict[str, int] = {}
+        for other in self.store.list(WORKLOADS):
+            if _admitted(other) and meta(other).get("uid") != meta(wl).get("uid"):
+                for resource, amount in _requests(other).items():
+                    used[resource] = used.get(resource, 0) + amount
+        wanted: dict[str, int] = {}
+        for podset in wl["spec"].get("podSets") or []:
+            for resource, amount in _podset_requests(podset).items():
+                wanted[resource] = wanted.get(resource, 0) + amount
+                if resource not in self.quota:
+                    continue
+                available = self.quota[resource] - used.get(resource, 0)
+                if wanted[resource] > available:
+                    return (f"couldn't assign flavors to pod set {podset['name']}: insufficient "
+                            f"unused quota for {resource} in flavor {flavor}, "
+                            f"{wanted[resource] - available} more needed")  # fmt: skip
+        return ""
+
+    async def _pending(self, wl: JsonDict, message: str) -> None:
+        """The scheduler's answer to a Workload that does not fit: QuotaReserved False, reason
+        Pending, the message (written and announced only when it changes)."""
+        status = wl.setdefault("status", {})
+        if set_condition(status, "QuotaReserved", False, "Pending", message):
+            await self.update_status(WORKLOADS, wl)
+            await self.event(wl, "Pending", message, component="kueue-admission")
+
     async def _reserve(self, wl: JsonDict, flavor: str) -> None:
         """The scheduler: quota reserved and admitted in one step (no admission checks)."""
         ns = key_of(wl)[0]
@@ -370,6 +419,30 @@ class Kueue(Simulator):
         finished = phase == "Succeeded" or (phase == "Failed" and deployed == "False")
         if finished and set_condition(wl.setdefault("status", {}), "Finished", True, str(phase)):
             await self.update_status(WORKLOADS, wl)
+
+
+def _podset_requests(podset: JsonDict) -> dict[str, int]:
+    """A podSet's requests in whole units: count × each container's request (or limit)."""
+    total: dict[str, int] = {}
+    spec = (podset.get("template") or {}).get("spec") or {}
+    for container in spec.get("containers") or []:
+        resources = container.get("resources") or {}
+        amounts = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+        for resource, amount in amounts.items():
+            try:
+                whole = int(str(amount))
+            except ValueError:
+                continue  # quantities with units (cpu "100m", memory) are not counted here
+            total[resource] = total.get(resource, 0) + whole * int(podset.get("count", 1))
+    return total
+
+
+def _requests(wl: JsonDict) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for podset in wl["spec"].get("podSets") or []:
+        for resource, amount in _podset_requests(podset).items():
+            total[resource] = total.get(resource, 0) + amount
+    return total
 
 
 def _admitted(wl: JsonDict) -> bool:

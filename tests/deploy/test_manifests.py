@@ -354,24 +354,30 @@ def test_the_service_sends_https_to_the_serving_port_and_exposes_metrics(
 
 
 REAPPLY = "vcjobs.reapply.autowrap.io"
+# The UPDATE entries, each a mutating one that only makes a re-apply change nothing (Ignore).
+UPDATE_ENTRIES = {
+    REAPPLY: (["batch.volcano.sh"], ["jobs"]),
+    "appwrappers.reapply.autowrap.io": (["workload.codeflare.dev"], ["appwrappers"]),
+    "vcjobs.redirected.autowrap.io": (["batch.volcano.sh"], ["jobs"]),
+}
 POLICIES = "policies.validate.autowrap.io"
 POLICY_CONFIGMAP = "autowrap-policies"
 
 
-def test_every_webhook_is_create_only_but_the_reapply_of_adopted_jobs(
+def test_every_webhook_is_create_only_but_the_reapply_entries(
     rendered: tuple[Obj, ...],
 ) -> None:
     for kind, hook in webhooks(rendered):
-        expected = ["UPDATE"] if hook["name"] == REAPPLY else ["CREATE"]
+        expected = ["UPDATE"] if hook["name"] in UPDATE_ENTRIES else ["CREATE"]
         for rule in hook["rules"]:
             assert rule["operations"] == expected, hook["name"]
             assert "*" not in rule["resources"] + rule["apiGroups"], hook["name"]
-        if hook["name"] == REAPPLY:
+        if hook["name"] in UPDATE_ENTRIES:
             assert kind == "MutatingWebhookConfiguration"
             assert [(r["apiGroups"], r["resources"]) for r in hook["rules"]] == [
-                (["batch.volcano.sh"], ["jobs"])
+                UPDATE_ENTRIES[hook["name"]]
             ]
-    assert REAPPLY in {h["name"] for _, h in webhooks(rendered)}
+    assert set(UPDATE_ENTRIES) <= {h["name"] for _, h in webhooks(rendered)}
 
 
 def test_every_webhook_sets_timeout_and_failure_policy_explicitly(
@@ -394,7 +400,7 @@ def test_every_webhook_fails_closed_but_the_reapply_of_adopted_jobs(
     # other spec change): failing closed would block every update of adopted Jobs, including
     # the garbage collector's, while autowrap is down.
     for _, hook in webhooks(rendered):
-        expected = "Ignore" if hook["name"] == REAPPLY else "Fail"
+        expected = "Ignore" if hook["name"] in UPDATE_ENTRIES else "Fail"
         assert hook["failurePolicy"] == expected, hook["name"]
 
 

@@ -40,7 +40,8 @@ VALIDATING = "autowrap-validating"
 MUTATING_WEBHOOKS = (
     "appwrappers.mutate.autowrap.io", "pods.mutate.autowrap.io", "vcjobs.adopt.autowrap.io",
     "vcjobs.adopt-always.autowrap.io", "pods.adopt.autowrap.io", "pods.adopt-always.autowrap.io",
-    "vcjobs.reapply.autowrap.io",
+    "vcjobs.reapply.autowrap.io", "appwrappers.reapply.autowrap.io",
+    "vcjobs.redirected.autowrap.io",
 )  # fmt: skip
 VALIDATING_WEBHOOKS = (
     "appwrappers.validate.autowrap.io", "vcjobs.wrap.autowrap.io",

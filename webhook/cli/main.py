@@ -26,7 +26,7 @@ from webhook import __version__
 from webhook.cli import clusterview, podview, policytests
 from webhook.cli.inputs import Document, InputError, read_all, read_documents
 from webhook.cli.summary import Finding, Result, Summary, errors, summarize
-from webhook.core import adoption, engine
+from webhook.core import adoption, engine, reapply
 from webhook.core.policy import Mode, PolicyError, PolicySet, WrapMode
 from webhook.model import names, objects
 from webhook.model.yamltext import LOADER, yaml_error
@@ -245,10 +245,10 @@ def _produced(ev: Evaluated, context: engine.Context, mode: str) -> list[dict[st
     if outcome.result is None:
         return []
     if outcome.action is not engine.Action.WRAP or outcome.match is None:
-        return [outcome.result]
+        return [reapply.for_apply(outcome.result)]
     chosen = Mode(mode) if mode != "policy" else outcome.match.policy.spec.mode
     if chosen is Mode.REDIRECT:
-        return [outcome.result]
+        return [reapply.for_apply(outcome.result)]
     here = replace(context, namespace=ev.namespace, namespace_labels=ev.namespace_labels)
     return adoption.preview(ev.doc.obj, outcome, here)
 

@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from webhook.controller.events import Recorder
-from webhook.core import adoption, audit, builder, engine, provenance
+from webhook.core import adoption, audit, builder, engine, provenance, waiting
 from webhook.core.policy import PolicySet
 from webhook.core.ports import AlreadyExists, ApiFailure, Conflict
 from webhook.model import names, objects
@@ -88,13 +88,17 @@ class Reconciler:
         counters: Counters | None = None,
         now: Callable[[], float] = time.time,
         served: Callable[[str], bool] = lambda source: True,
+        workloads_of: Callable[[Key], Sequence[Obj]] = lambda key: (),
     ) -> None:
+        """``workloads_of``: Kueue's Workloads for the key (``waiting.workload_view``), whose
+        reason for not admitting is mirrored while the object is queued."""
         self._api = api
         self._policies = policies
         self._recorder = recorder
         self._objects_of = objects_of
         self._pods_of = pods_of
         self._appwrapper_of = appwrapper_of
+        self._workloads_of = workloads_of
         self._kinds = kinds
         self._origins = {f"{k.kind}.{k.group}" if k.group else k.kind: k for k in kinds.values()}
         self.counters = counters or Counters()
@@ -225,7 +229,7 @@ class Reconciler:
             else:
                 await self._wait_for_earlier(obj, appwrapper)
                 return self._Adopted(appwrapper, requeue=WAIT)
-        status = adoption.status(appwrapper, pending=False)
+        status = self._waiting(adoption.status(appwrapper, pending=False), appwrapper, key)
         await self._set_owner(obj, appwrapper, status)
         appwrapper = await self._lift_hold(appwrapper)
         self.counters.adopted += 1
@@ -367,6 +371,7 @@ class Reconciler:
             appwrapper = owned = await self._lift_hold(owned)
         escaped = adoption.escaped(owned, self._pods_of(key)) if owned is not None else 0
         status = adoption.status(owned, pending=False, escaped_pods=escaped)
+        status = self._waiting(status, owned, key)
         if names.ADOPTION_FINALIZER in _finalizers(obj) and adoption.finalizer_done(appwrapper):
             await self._drop_finalizer(obj, status)
         await self._set_status(obj, status)
@@ -553,6 +558,15 @@ class Reconciler:
                                       warning=status.type == "Warning")  # fmt: skip
 
     # --- 4. report -----------------------------------------------------------------------------
+
+    def _waiting(
+        self, status: adoption.Status, appwrapper: Obj | None, key: Key
+    ) -> adoption.Status:
+        """The status with what Kueue's Workload says while the AppWrapper is queued: its
+        reason for not admitting yet, or that it admitted (from the watch: a new reason wakes
+        the key, and the status and a ``Queued`` Event follow it)."""
+        said = waiting.kueue_says(appwrapper, self._workloads_of(key))
+        return waiting.with_kueue(status, appwrapper, said)
 
     def _kind_of(self, obj: Mapping[str, Any]) -> Kind | None:
         return self._kinds.get((str(obj.get("apiVersion")), str(obj.get("kind"))))

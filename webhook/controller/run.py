@@ -2,8 +2,9 @@
 
 It runs inside ``autowrap serve`` whenever the server has API access (``--no-controller``
 turns it off), one active replica at a time through the Lease ``autowrap-controller``.
-Informers follow the three kinds of object a step depends on (adopted objects, their pods,
-the AppWrappers the controller created); every change maps to one key, and workers reconcile
+Informers follow the kinds of object a step depends on (adopted objects, their pods, the
+AppWrappers the controller created, and Kueue's Workloads for those, whose reason for waiting is
+mirrored); every change maps to one key, and workers reconcile
 keys from the queue. A failed reconcile is retried with backoff; nothing is polled.
 """
 
@@ -25,13 +26,13 @@ from webhook.controller import leader
 from webhook.controller.events import Recorder
 from webhook.controller.reconcile import Counters, Key, Reconciler
 from webhook.controller.workqueue import WorkQueue
-from webhook.core import adoption
+from webhook.core import adoption, waiting
 from webhook.core.policy import PolicySet
 from webhook.core.ports import ApiFailure, Conflict
 from webhook.model import names, objects
 from webhook.shell import opevents
 from webhook.shell.informer import Informer, Obj
-from webhook.shell.kube import APPWRAPPERS, Kind, KubeClient, object_kinds
+from webhook.shell.kube import APPWRAPPERS, KUEUE_GROUP, Kind, KubeClient, object_kinds
 from webhook.shell.metrics import ControllerStats
 
 log = logging.getLogger("autowrap")
@@ -39,6 +40,7 @@ log = logging.getLogger("autowrap")
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 # How long the changes heard for one key are gathered into one reconcile (``WorkQueue``).
 BATCH_SECONDS = 0.05
+WORKLOADS_LOOKUP_TIMEOUT = 10.0
 
 
 def own_namespace(context_namespace: str | None = None) -> str:
@@ -131,6 +133,7 @@ class Controller:
             counters=Counters(),
             now=now,
             served=self.served,
+            workloads_of=lambda key: self._cached("workloads", key),
         )
 
     # --- what is cached ------------------------------------------------------------------------
@@ -186,6 +189,8 @@ class Controller:
             return namespace, str(metadata.get("name") or "")
         if source == "pods":
             name = objects.labels_of(obj).get(names.APPWRAPPER_LABEL)
+        elif source == "workloads":
+            name = waiting.appwrapper_of(obj)
         else:
             name = adoption.appwrapper_name_of(obj)
         return (namespace, name) if name else None
@@ -194,6 +199,9 @@ class Controller:
         index = self._by_key[source]
 
         def changed(old: Obj | None, new: Obj | None) -> None:
+            # A Workload admitted without a reason said before changes no status (the
+            # AppWrapper's own start does): kept, waking nothing.
+            wake = source != "workloads" or waiting.wakes(old, new)
             for obj, present in ((old, False), (new, True)):
                 if obj is None:
                     continue
@@ -210,12 +218,15 @@ class Controller:
                     index[key].discard(member)
                     if not index[key]:
                         index.pop(key, None)
-                self.queue.add_batched(key, BATCH_SECONDS)
+                if wake:
+                    self.queue.add_batched(key, BATCH_SECONDS)
 
         return changed
 
     def _cached(self, source: str, key: Key) -> list[Obj]:
-        informer = self._informers[source]
+        informer = self._informers.get(source)
+        if informer is None:
+            return []
         found = []
         for namespace, name in sorted(self._by_key[source].get(key, ())):
             obj = informer.get(namespace, name)
@@ -254,6 +265,7 @@ class Controller:
         # object deleted between two terms is never heard of as a deletion.
         for index in self._by_key.values():
             index.clear()
+        await self._follow_workloads()
         tasks = [asyncio.create_task(i.run()) for i in self._informers.values()]
         try:
             await self._listed()
@@ -263,6 +275,24 @@ class Controller:
             self.leading.clear()
             await cancel_all(tasks)
             self.queue.close()
+
+    async def _follow_workloads(self) -> None:
+        """Follow Kueue's Workloads (in the version the cluster's Kueue serves, found once), so
+        that a queued object's status says why Kueue has not admitted it yet. A cluster
+        without Kueue, or a failed look-up (tried again next term), holds up nothing."""
+        if "workloads" in self._informers:
+            return
+        try:
+            version = await self._api.kueue_version(timeout=WORKLOADS_LOOKUP_TIMEOUT)
+        except ApiFailure as exc:
+            log.warning("Kueue's API version not found, its reasons are not mirrored: %s", exc)
+            return
+        if version is None:
+            return
+        self._informers["workloads"] = Informer(
+            self._api, Kind(KUEUE_GROUP, version, "workloads", "Workload"),
+            self._watcher("workloads"), transform=waiting.workload_view,
+        )  # fmt: skip
 
     async def _listed(self) -> None:
         """Until every informer has listed, or found its resource not served: a kind the

@@ -82,3 +82,10 @@ class Cluster(Protocol):
         """Why adopt mode cannot serve this queue (its ClusterQueue uses MultiKueue or
         topology-aware scheduling), or None."""
         ...
+
+    async def kueue_workloads(
+        self, namespace: str, appwrapper_uid: str, *, timeout: float
+    ) -> list[dict[str, Any]]:
+        """Kueue's Workloads for the AppWrapper of that uid (label kueue.x-k8s.io/job-uid),
+        read live; none where Kueue is not served."""
+        ...

@@ -128,6 +128,8 @@ CONTROLLER_CALLS: Final = (
     ("", "pods", "patch"),
     # Kueue's admission of an AppWrapper, from its Workload (released pods follow it).
     (KUEUE_GROUP, "workloads", "list"),
+    # ... and why Kueue has not admitted it yet, followed to mirror it on the object.
+    (KUEUE_GROUP, "workloads", "watch"),
     # Never called: setting an object's ownerReferences in an update requires delete on it
     # where OwnerReferencesPermissionEnforcement is enabled (OpenShift; adopt-mode.md K4).
     ("batch.volcano.sh", "jobs", "delete"),
@@ -948,6 +950,20 @@ class KubeClient(Api):
                                                 timeout=timeout)  # fmt: skip
             topology[name] = bool(((flavor or {}).get("spec") or {}).get("topologyName"))
         return queues.redirect_reason(cluster_queue, found, lambda name: topology.get(name, False))
+
+    async def kueue_workloads(
+        self, namespace: str, appwrapper_uid: str, *, timeout: float
+    ) -> list[dict[str, Any]]:
+        """Kueue labels each Workload with the uid of the job it stands for
+        (constants.JobUIDLabel); listed live, since the answer decides whether an update may
+        stop what runs."""
+        version = await self.kueue_version(timeout=timeout)
+        if version is None or not appwrapper_uid:
+            return []
+        kind = Kind(KUEUE_GROUP, version, "workloads", "Workload")
+        listed = await self.list(kind, namespace, timeout=timeout,
+                                 labels=f"{names.KUEUE_JOB_UID_LABEL}={appwrapper_uid}")  # fmt: skip
+        return [w for w in listed.get("items") or [] if isinstance(w, dict)]
 
     async def _cluster_scoped(
         self, cache: str, plural: str, version: str, name: str, *, timeout: float
