@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -588,5 +589,31 @@ async def test_labelled_pods_no_policy_covers_are_not_cached(tmp_path: Path) -> 
                     i.labels.startswith(names.APPWRAPPER_LABEL))  # fmt: skip
         assert pods.get("kube-public", "ballast") is None
         cached = pods.get(NAMESPACE, "notebook")
-        assert cached is not None and set(cached["spec"]) <= {
-            "schedulingGates", "nodeSelector", "tolerations"}  # fmt: skip
+        assert cached is not None and "spec" not in cached
+        # The pods are watched as metadata alone (PartialObjectMetadata).
+        watches = [q for q in cluster.api.requests if q.path.endswith("/pods")
+                   and q.query.get("labelSelector", "").startswith(names.APPWRAPPER_LABEL)]  # fmt: skip
+        assert watches and all("watch" in q.query or q.query.get("limit") for q in watches)
+
+
+async def test_a_users_padded_pods_in_a_covered_namespace_are_cached_small(
+    tmp_path: Path,
+) -> None:
+    """Pods a namespace user labels for an AppWrapper, with annotations and a spec of her own,
+    cost the cache the same few fields as any waiting pod."""
+    async with adopting(tmp_path) as cluster:
+        for i in range(3):
+            cluster.api.store.create(PODS, {
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": f"ballast-{i}", "namespace": NAMESPACE,
+                             "labels": {names.APPWRAPPER_LABEL: "x", **{f"l{n}": "v" for n in range(50)}},
+                             "annotations": {"autowrap.io/podset": "0" * 1000, "pad": "x" * 100_000}},
+                "spec": {"containers": [{"name": "c", "image": "busybox",
+                                         "env": [{"name": "PAD", "value": "y" * 100_000}]}],
+                         "schedulingGates": [{"name": "mine"}]}})  # fmt: skip
+        controller = await cluster.start_controller()
+        pods = next(i for i in controller.informers if i.kind.plural == "pods" and
+                    i.labels.startswith(names.APPWRAPPER_LABEL))  # fmt: skip
+        await eventually(lambda: len(pods) == 3, what="the pods cached")
+        for cached in pods.items():
+            assert len(json.dumps(cached)) < 600, cached

@@ -94,16 +94,16 @@ async def test_an_expired_continue_token_starts_the_list_over(tmp_path: Path) ->
         cluster.store.create(PODS, _pod(f"p{i}"))
 
     async with _client(tmp_path, cluster) as client:
-        listed = client.list
+        listed = client.list_page
 
-        async def compacting_list(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        async def compacting_list(*args: Any, **kwargs: Any) -> tuple[dict[str, Any], int]:
             page = await listed(*args, **kwargs)
             if not kwargs.get("continue_token") and len(cluster.requests_to("GET", "/pods")) == 1:
                 cluster.store.create(PODS, _pod("late"))
                 cluster.store.compact()  # the first page's version is gone
             return page
 
-        client.list = compacting_list  # type: ignore[method-assign]
+        client.list_page = compacting_list  # type: ignore[method-assign]
         informer = Informer(client, POD_KIND, lambda old, new: None, page_size=4)
         async with _running(informer):
             await asyncio.wait_for(informer.synced.wait(), 10)

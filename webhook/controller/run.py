@@ -25,7 +25,7 @@ from webhook.controller import leader
 from webhook.controller.events import Recorder
 from webhook.controller.reconcile import Counters, Key, Reconciler
 from webhook.controller.workqueue import WorkQueue
-from webhook.core import adoption
+from webhook.core import adoption, podmeta
 from webhook.core.policy import PolicySet
 from webhook.core.ports import ApiFailure, Conflict
 from webhook.model import names, objects
@@ -108,10 +108,12 @@ class Controller:
             )  # fmt: skip
         # Pods not released yet: a release labels the pod, which takes it out of the watch, so
         # the scheduler's and the kubelet's writes to running pods cost nothing here. A pod
-        # whose gate someone else removed keeps coming, and shows as escaped.
+        # whose gate someone else removed keeps coming, and shows as escaped. Their metadata
+        # only (webhook.core.podmeta): anyone may label pods so and fill them up.
         self._informers["pods"] = Informer(
             api, Kind("", "v1", "pods", "Pod"), self._watcher("pods"),
             labels=f"{names.APPWRAPPER_LABEL},!{names.RELEASED_LABEL}", transform=self._pod_view,
+            metadata_only=True,
         )  # fmt: skip
         self._informers["appwrappers"] = Informer(
             api, APPWRAPPERS, self._watcher("appwrappers"), labels=f"{names.ADOPTED_LABEL}=true",
@@ -132,13 +134,14 @@ class Controller:
     # --- what is cached ------------------------------------------------------------------------
 
     def _pod_view(self, pod: Obj) -> Obj | None:
-        """A pod as releasing reads it; None (not cached) for a pod no policy could have had
-        autowrap prepare: any namespace user can label pods workload.codeflare.dev/appwrapper,
-        and only namespaces a policy covers hold pods autowrap releases."""
+        """A waiting pod's metadata as the cache keeps it (``podmeta.waiting_pod``); None (not
+        cached) for a pod no policy could have had autowrap prepare: any namespace user can
+        label pods workload.codeflare.dev/appwrapper, and only namespaces a policy covers hold
+        pods autowrap releases."""
         namespace = str((pod.get("metadata") or {}).get("namespace") or "")
         if not self._covered(namespace):
             return None
-        return adoption.pod_view(pod)
+        return podmeta.waiting_pod(pod)
 
     def _object_view(self, obj: Obj) -> Obj | None:
         """An object labelled for adoption, as decisions read it; None (not cached) in a
