@@ -741,6 +741,7 @@ class FakeCluster:
                 body,
                 user.username if user else "",
                 request.headers.get("Impersonate-User"),
+                request.headers.get("Accept", ""),
             )  # fmt: skip
         )
         if user is None:
