@@ -617,3 +617,22 @@ async def test_a_users_padded_pods_in_a_covered_namespace_are_cached_small(
         await eventually(lambda: len(pods) == 3, what="the pods cached")
         for cached in pods.items():
             assert len(json.dumps(cached)) < 600, cached
+
+
+async def test_what_a_user_adds_to_an_adopted_jobs_metadata_is_not_cached(
+    tmp_path: Path,
+) -> None:
+    async with adopting(tmp_path) as cluster:
+        cluster.store_job(vcjob(workers=1))
+        controller = await cluster.start_controller()
+        job = await eventually(lambda: _adopted(cluster.job()) and cluster.job())
+        padded = {"metadata": {"labels": {f"team{i}": "x" * 60 for i in range(500)},
+                               "annotations": {"notes": "n" * 200_000}}}  # fmt: skip
+        cluster.api.store.patch(VCJOBS, NAMESPACE, job["metadata"]["name"], padded, MERGE)
+        jobs = next(i for i in controller.informers if i.kind.plural == "jobs")
+        await eventually(lambda: cluster.job()["metadata"]["resourceVersion"]  # type: ignore[index]
+                         == (jobs.get(NAMESPACE, "train") or {}).get("metadata", {}).get("resourceVersion"),
+                         what="the cache caught up")  # fmt: skip
+        cached = jobs.get(NAMESPACE, "train")
+        assert cached is not None and len(json.dumps(cached)) < 4_000
+        assert cached["metadata"]["labels"][names.ADOPTION_LABEL] == names.ADOPTION_ADOPTED

@@ -152,7 +152,10 @@ class Controller:
             names.ADOPTION_FINALIZER not in (metadata.get("finalizers") or [])
         ):
             return None
-        return adoption.object_view(obj)
+        view = adoption.object_view(obj)
+        if objects.labels_of(view).get(names.ADOPTION_LABEL) == names.ADOPTION_ADOPTED:
+            view = _autowraps_metadata(view)
+        return view
 
     def _covered(self, namespace: str) -> bool:
         policies = self._policies()
@@ -351,3 +354,22 @@ class Controller:
     def idle(self) -> bool:
         """No work queued or under way (tests and the benchmark wait for it)."""
         return self.queue.idle()
+
+
+def _autowraps_metadata(view: Obj) -> Obj:
+    """An adopted object's metadata cut to what decisions read of it once it is adopted:
+    autowrap's own labels and annotations (``autowrap.io/``, and the AppWrapper label that keys
+    a bare Pod, its own template) and its controller reference. Its
+    users may fill the rest (any number of labels, 256 KiB of annotations), and what is cached
+    of an adopted object must not grow with that. The finalizers stay whole: dropping
+    autowrap's is guarded by the list as read."""
+    metadata = dict(view.get("metadata") or {})
+    for part in ("labels", "annotations"):
+        found = metadata.get(part)
+        if isinstance(found, dict):
+            metadata[part] = {k: v for k, v in found.items()
+                              if k.startswith(names.PREFIX) or k == names.APPWRAPPER_LABEL}  # fmt: skip
+    owner = adoption.controller_of(view)
+    if "ownerReferences" in metadata:
+        metadata["ownerReferences"] = [dict(owner)] if owner is not None else []
+    return {**view, "metadata": metadata}
