@@ -18,8 +18,16 @@ A small control API on ``--control-port`` (plain HTTP, loopback) drives it:
 - ``POST /clone?total=``: copies of the adopted families already there (Job, AppWrapper, pods,
   PodGroup, Workload, Service, ConfigMap) with new names and uids, stored directly, until
   ``total`` Jobs exist: a large cluster in the state autowrap itself left it in;
-- ``POST /bloat?count=&size=&prefix=&interval_ms=``: pods of ``size`` bytes labelled
-  ``workload.codeflare.dev/appwrapper`` in a namespace no policy covers (a user's).
+- ``POST /bloat?count=&size=&prefix=&interval_ms=&covered=``: pods of ``size`` bytes labelled
+  ``workload.codeflare.dev/appwrapper`` and held by a gate of their own, in a namespace no
+  policy covers (a user's), or with ``covered=1`` in the one the adopt-mode policy covers,
+  labelled for AppWrapper ``x`` and annotated with a podSet as admission's pods are: a hostile
+  namespace user's ballast. The bytes are split as a user would have to on kube-apiserver
+  (annotations hold at most 256 KiB together): 200 KiB in an annotation, the rest in an env
+  value;
+- ``POST /relist``: every watch is cut and the watch history compacted, so each informer's
+  next watch gets 410 Gone and lists again (what an etcd compaction or an apiserver restart
+  does).
 
 The API is served over HTTPS (a CA of its own, named in the kubeconfig with the server name to
 check); the kubeconfig for it is written to ``DIR/kubeconfig``; ``DIR/ready`` appears once both
@@ -172,6 +180,7 @@ class Control:
             web.post("/admit", self.admit),
             web.post("/clone", self.clone),
             web.post("/bloat", self.bloat),
+            web.post("/relist", self.relist),
         ]
 
     async def stats(self, request: web.Request) -> web.Response:
@@ -188,6 +197,9 @@ class Control:
             "holder": (lease.get("spec") or {}).get("holderIdentity") or "",
             "requests": len(self.fake.requests),
             "pod_lists": len(pod_lists),
+            # LISTs of every namespace's pods begun: an informer's (re)list, not a live read.
+            "pod_relists": sum(1 for q in pod_lists
+                               if q.path == "/api/v1/pods" and not q.query.get("continue")),  # fmt: skip
             "writes": self.counts.writes,
         })  # fmt: skip
 
@@ -262,18 +274,40 @@ class Control:
         count, size = int(request.query.get("count", 450)), int(request.query.get("size", 1 << 20))
         prefix = request.query.get("prefix", "big")
         interval = float(request.query.get("interval_ms", 0)) / 1000
-        filler = "x" * size
+        covered = request.query.get("covered") in ("1", "true")
+        namespace = NAMESPACE if covered else UNCOVERED
+        in_annotation = min(size, 200 << 10)
+        annotation, env = "x" * in_annotation, "y" * max(size - in_annotation, 0)
         for i in range(count):
             if interval:
                 await asyncio.sleep(interval)
+            name = f"{prefix}-{i:04d}"
+            annotations = {"filler": annotation}
+            if covered:
+                annotations[adoption.PODSET_ANNOTATION] = "0"
             pod = {"apiVersion": "v1", "kind": "Pod",
-                   "metadata": {"name": f"{prefix}-{i:04d}", "namespace": UNCOVERED,
-                                "labels": {names.APPWRAPPER_LABEL: f"{prefix}-{i:04d}"},
-                                "annotations": {"filler": filler}},
+                   "metadata": {"name": name, "namespace": namespace,
+                                "labels": {names.APPWRAPPER_LABEL: "x" if covered else name},
+                                "annotations": annotations},
                    "spec": {"schedulingGates": [{"name": "example.com/mine"}],
-                            "containers": [{"name": "c", "image": "busybox"}]}}  # fmt: skip
-            await self.fake.create(PODS, pod, namespace=UNCOVERED)
+                            "containers": [{"name": "c", "image": "busybox",
+                                            "env": [{"name": "FILLER", "value": env}]}]}}  # fmt: skip
+            await self.fake.create(PODS, pod, namespace=namespace)
+            if i % 10 == 9:
+                await asyncio.sleep(0)
         return web.json_response({"created": count})
+
+    async def relist(self, request: web.Request) -> web.Response:
+        """Cut every watch, after the history is compacted past what any watcher saw."""
+        for n in range(2):  # versions no informer follows, then the history forgotten
+            self.store.create(CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+                "name": f"relist-{uuid.uuid4().hex[:8]}-{n}", "namespace": NAMESPACE}})  # fmt: skip
+        self.store.compact()
+        cut = 0
+        for task in list(self.fake._streams):
+            task.cancel()
+            cut += 1
+        return web.json_response({"watches_cut": cut})
 
 
 def request_shape(method: str, path: str, query: Mapping[str, str]) -> str:

@@ -205,6 +205,51 @@ def _decode_continue(token: str) -> tuple[str, tuple[str, str]]:
     return str(version), (namespace, name)
 
 
+# Metadata-only answers, as kube-apiserver negotiates them: a client asks with
+# ``Accept: application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1`` (one object, or each
+# object of a watch) or ``as=PartialObjectMetadataList`` (a LIST), optionally followed by
+# plain ``application/json`` as a fallback; the first media type the server can produce wins
+# (k8s.io/apiserver pkg/endpoints/handlers/negotiation, NegotiateOutputMediaType). The object
+# is cut to its metadata (k8s.io/apiserver pkg/endpoints/handlers/response.go,
+# doTransformObject -> asPartialObjectMetadata / asPartialObjectMetadataList; meta.
+# AsPartialObjectMetadata keeps ObjectMeta whole); a Status (a watch's ERROR) is sent as it is.
+PARTIAL = "PartialObjectMetadata"
+PARTIAL_LIST = "PartialObjectMetadataList"
+META_V1 = "meta.k8s.io/v1"
+
+
+def _wanted_shape(accept: str) -> str | None:
+    """``PartialObjectMetadata``, ``PartialObjectMetadataList``, ``""`` (the resource's own
+    JSON) or None (nothing acceptable: 406), from an Accept header."""
+    if not accept.strip():
+        return ""
+    for media in accept.split(","):
+        kind, *params = (p.strip() for p in media.split(";"))
+        options = dict(p.partition("=")[::2] for p in params)
+        if kind not in ("application/json", "application/*", "*/*"):
+            continue
+        target = options.get("as")
+        if target is None:
+            return ""
+        if (
+            target in (PARTIAL, PARTIAL_LIST)
+            and options.get("g") == "meta.k8s.io"
+            and options.get("v") in ("v1", "v1beta1")
+        ):
+            return target
+    return None
+
+
+def _not_acceptable(message: str) -> ApiError:
+    return ApiError(406, message, "NotAcceptable", {})
+
+
+def as_partial(obj: Mapping[str, Any]) -> JsonDict:
+    """asPartialObjectMetadata: the object's metadata under meta.k8s.io/v1."""
+    return {"kind": PARTIAL, "apiVersion": META_V1,
+            "metadata": copy.deepcopy(dict(obj.get("metadata") or {}))}  # fmt: skip
+
+
 async def _read_limited(request: web.Request) -> tuple[bytes, bool]:
     """The body, and whether it is over kube-apiserver's 3 MiB request body limit. A body over
     aiohttp's own ``client_max_size`` is not read at all (empty, and too large)."""
@@ -742,6 +787,7 @@ class FakeCluster:
                 body,
                 user.username if user else "",
                 request.headers.get("Impersonate-User"),
+                request.headers.get("Accept", ""),
             )  # fmt: skip
         )
         if user is None:
@@ -897,12 +943,16 @@ class FakeCluster:
             raise self._method_not_allowed(method)
         name = target.name
         if method == "GET":
+            shape = self._shape(request)
+            if shape == PARTIAL_LIST:
+                raise _not_acceptable("you requested PartialObjectMetadataList, but the requested "
+                                      f"object is not a list ({res.kind})")  # fmt: skip
             found = self.store.get(res, target.namespace, name)
             if found is None:
                 raise ApiError(404, f'{res.qualified} "{name}" not found', "NotFound",
                                {"name": name, **({"group": res.group} if res.group else {}),
                                 "kind": res.plural})  # fmt: skip
-            return _json(found)
+            return _json(as_partial(found) if shape == PARTIAL else found)
         if method == "PUT":
             body = await self._body(request)
             meta = body.setdefault("metadata", {})
@@ -1000,6 +1050,17 @@ class FakeCluster:
                              f"({method})", "MethodNotAllowed", {})  # fmt: skip
 
     @staticmethod
+    def _shape(request: web.Request) -> str:
+        """The answer's shape the Accept header asks for (``_wanted_shape``); 406 when the
+        server can produce none of the media types it names."""
+        shape = _wanted_shape(request.headers.get("Accept", ""))
+        if shape is None:
+            raise _not_acceptable("only the following media types are accepted: application/json, "
+                                  "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, "
+                                  "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1")  # fmt: skip
+        return shape
+
+    @staticmethod
     def _dry_run(request: web.Request) -> bool:
         values = request.query.getall("dryRun", [])
         for value in values:
@@ -1031,6 +1092,10 @@ class FakeCluster:
         current objects, not a snapshot at the token's version: a watch from the list's
         resourceVersion delivers every change in between either way."""
         query = request.query
+        shape = self._shape(request)
+        if shape == PARTIAL:
+            raise _not_acceptable("you requested PartialObjectMetadata, but the requested object "
+                                  f"is a list ({target.res.list_kind})")  # fmt: skip
         limit = _int_query(query.get("limit"), "limit")
         version, after = self.store.resource_version, None
         if query.get("continue"):
@@ -1045,6 +1110,9 @@ class FakeCluster:
         if remaining:
             metadata["continue"] = _encode_continue(version, _list_key(items[-1]))
             metadata["remainingItemCount"] = remaining
+        if shape == PARTIAL_LIST:
+            return _json({"kind": PARTIAL_LIST, "apiVersion": META_V1, "metadata": metadata,
+                          "items": [as_partial(item) for item in items]})  # fmt: skip
         return _json(
             {
                 "kind": target.res.list_kind,
@@ -1059,6 +1127,11 @@ class FakeCluster:
         a 410 Status on a 200 response, as the cacher's errWatcher sends it
         (storage/cacher/cacher.go:583-589, :1400)."""
         query = request.query
+        # A watch's objects are transformed one by one (watchEmbeddedEncoder.doEncode in
+        # response.go), so a watch asks as=PartialObjectMetadata, as the client-go metadata
+        # client does; asked as a list, each object fails the transform and doEncode sends it
+        # whole.
+        partial = self._shape(request) == PARTIAL
         bookmarks = _truthy(query.get("allowWatchBookmarks"))
         initial = _truthy(query.get("sendInitialEvents"))
         timeout = float(query["timeoutSeconds"]) if query.get("timeoutSeconds") else None
@@ -1089,7 +1162,7 @@ class FakeCluster:
             assert stream is not None
             async with asyncio.timeout(timeout):
                 async for event_type, obj in stream:
-                    await _send(response, event_type, obj)
+                    await _send(response, event_type, as_partial(obj) if partial else obj)
         except (TimeoutError, ConnectionResetError, asyncio.CancelledError):
             pass
         finally:

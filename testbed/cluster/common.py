@@ -113,6 +113,8 @@ class RecordedRequest:
     body: Any
     user: str
     impersonated_user: str | None
+    accept: str = ""
+    """The Accept header: metadata-only reads ask ``as=PartialObjectMetadata(List)``."""
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 import time
 from pathlib import Path
 
@@ -605,8 +606,53 @@ async def test_labelled_pods_no_policy_covers_are_not_cached(tmp_path: Path) -> 
                     i.labels.startswith(names.APPWRAPPER_LABEL))  # fmt: skip
         assert pods.get("kube-public", "ballast") is None
         cached = pods.get(NAMESPACE, "notebook")
-        assert cached is not None and set(cached["spec"]) <= {
-            "schedulingGates", "nodeSelector", "tolerations"}  # fmt: skip
+        assert cached is not None and "spec" not in cached
+        # The pods are watched as metadata alone (PartialObjectMetadata).
+        watches = [q for q in cluster.api.requests if q.path.endswith("/pods")
+                   and q.query.get("labelSelector", "").startswith(names.APPWRAPPER_LABEL)]  # fmt: skip
+        assert watches and all("watch" in q.query or q.query.get("limit") for q in watches)
+
+
+async def test_a_users_padded_pods_in_a_covered_namespace_are_cached_small(
+    tmp_path: Path,
+) -> None:
+    """Pods a namespace user labels for an AppWrapper, with annotations and a spec of her own,
+    cost the cache the same few fields as any waiting pod."""
+    async with adopting(tmp_path) as cluster:
+        for i in range(3):
+            cluster.api.store.create(PODS, {
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": f"ballast-{i}", "namespace": NAMESPACE,
+                             "labels": {names.APPWRAPPER_LABEL: "x", **{f"l{n}": "v" for n in range(50)}},
+                             "annotations": {"autowrap.io/podset": "0" * 1000, "pad": "x" * 100_000}},
+                "spec": {"containers": [{"name": "c", "image": "busybox",
+                                         "env": [{"name": "PAD", "value": "y" * 100_000}]}],
+                         "schedulingGates": [{"name": "mine"}]}})  # fmt: skip
+        controller = await cluster.start_controller()
+        pods = next(i for i in controller.informers if i.kind.plural == "pods" and
+                    i.labels.startswith(names.APPWRAPPER_LABEL))  # fmt: skip
+        await eventually(lambda: len(pods) == 3, what="the pods cached")
+        for cached in pods.items():
+            assert len(json.dumps(cached)) < 600, cached
+
+
+async def test_what_a_user_adds_to_an_adopted_jobs_metadata_is_not_cached(
+    tmp_path: Path,
+) -> None:
+    async with adopting(tmp_path) as cluster:
+        cluster.store_job(vcjob(workers=1))
+        controller = await cluster.start_controller()
+        job = await eventually(lambda: _adopted(cluster.job()) and cluster.job())
+        padded = {"metadata": {"labels": {f"team{i}": "x" * 60 for i in range(500)},
+                               "annotations": {"notes": "n" * 200_000}}}  # fmt: skip
+        cluster.api.store.patch(VCJOBS, NAMESPACE, job["metadata"]["name"], padded, MERGE)
+        jobs = next(i for i in controller.informers if i.kind.plural == "jobs")
+        await eventually(lambda: cluster.job()["metadata"]["resourceVersion"]  # type: ignore[index]
+                         == (jobs.get(NAMESPACE, "train") or {}).get("metadata", {}).get("resourceVersion"),
+                         what="the cache caught up")  # fmt: skip
+        cached = jobs.get(NAMESPACE, "train")
+        assert cached is not None and len(json.dumps(cached)) < 4_000
+        assert cached["metadata"]["labels"][names.ADOPTION_LABEL] == names.ADOPTION_ADOPTED
 
 
 @pytest.mark.parametrize("replicas", ["one, restarted", "two"])

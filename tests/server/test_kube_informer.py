@@ -88,22 +88,78 @@ async def test_a_list_is_read_in_pages_and_every_object_is_cached(tmp_path: Path
             assert sorted(changes) == [(None, f"p{i:02}") for i in range(12)]
 
 
+async def test_pages_shrink_when_objects_are_large_and_grow_when_small(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pages are sized by bytes: objects filled up arrive a few at a time, small ones many."""
+    monkeypatch.setattr(informer_module, "PAGE_BYTES", 64 << 10)
+    cluster = FakeCluster()
+    for i in range(30):
+        big = _pod(f"big{i:02}")
+        big["metadata"]["annotations"] = {"pad": "x" * (20 << 10)}
+        cluster.store.create(PODS, big)
+    async with _client(tmp_path, cluster) as client:
+        informer = Informer(client, POD_KIND, lambda old, new: None)
+        async with _running(informer):
+            await asyncio.wait_for(informer.synced.wait(), 10)
+            limits = [int(q.query["limit"]) for q in cluster.requests_to("GET", r"/pods$")
+                      if "watch" not in q.query]  # fmt: skip
+            assert limits[0] == informer_module.FIRST_PAGE
+            assert set(limits[1:]) == {3}  # 64 KiB holds three of them
+            assert len(informer) == 30
+
+    small = FakeCluster()
+    for i in range(200):
+        small.store.create(PODS, _pod(f"s{i:03}"))
+    async with _client(tmp_path, small) as client:
+        informer = Informer(client, POD_KIND, lambda old, new: None, page_size=150)
+        async with _running(informer):
+            await asyncio.wait_for(informer.synced.wait(), 10)
+            limits = [int(q.query["limit"]) for q in small.requests_to("GET", r"/pods$")
+                      if "watch" not in q.query]  # fmt: skip
+            assert limits == [20, 80, 150]
+            assert len(informer) == 200
+
+
+async def test_a_metadata_only_informer_caches_metadata_under_its_own_kind(
+    tmp_path: Path,
+) -> None:
+    cluster = FakeCluster()
+    cluster.store.create(PODS, _pod("listed", app="a"))
+    async with _client(tmp_path, cluster) as client:
+        changes: Changes = []
+        informer = Informer(client, POD_KIND, _recorder(changes), metadata_only=True)
+        async with _running(informer):
+            await asyncio.wait_for(informer.synced.wait(), 10)
+            cluster.store.create(PODS, _pod("watched", app="b"))
+            await _eventually(lambda: informer.get("default", "watched"), "the watched pod")
+            for name in ("listed", "watched"):
+                cached = informer.get("default", name)
+                assert cached is not None
+                assert (cached["apiVersion"], cached["kind"]) == ("v1", "Pod")
+                assert set(cached) == {"apiVersion", "kind", "metadata"}
+            asked = {("watch" in q.query, q.accept.split(";")[1])
+                     for q in cluster.requests_to("GET", r"/pods$")}  # fmt: skip
+            assert asked == {(False, "as=PartialObjectMetadataList"),
+                             (True, "as=PartialObjectMetadata")}  # fmt: skip
+
+
 async def test_an_expired_continue_token_starts_the_list_over(tmp_path: Path) -> None:
     cluster = FakeCluster()
     for i in range(6):
         cluster.store.create(PODS, _pod(f"p{i}"))
 
     async with _client(tmp_path, cluster) as client:
-        listed = client.list
+        listed = client.list_page
 
-        async def compacting_list(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        async def compacting_list(*args: Any, **kwargs: Any) -> tuple[dict[str, Any], int]:
             page = await listed(*args, **kwargs)
             if not kwargs.get("continue_token") and len(cluster.requests_to("GET", "/pods")) == 1:
                 cluster.store.create(PODS, _pod("late"))
                 cluster.store.compact()  # the first page's version is gone
             return page
 
-        client.list = compacting_list  # type: ignore[method-assign]
+        client.list_page = compacting_list  # type: ignore[method-assign]
         informer = Informer(client, POD_KIND, lambda old, new: None, page_size=4)
         async with _running(informer):
             await asyncio.wait_for(informer.synced.wait(), 10)

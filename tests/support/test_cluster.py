@@ -978,3 +978,55 @@ async def test_http_list_pages_follow_the_continue_token_and_expire(
     with pytest.raises(ApiException) as expired:
         await core.list_namespaced_pod("default", limit=2, _continue=first.metadata._continue)
     assert expired.value.status == 410 and '"Expired"' in expired.value.body
+
+
+async def test_http_metadata_only_reads_answer_partial_object_metadata(
+    api: client.ApiClient, cluster: FakeCluster
+) -> None:
+    """As kube-apiserver negotiates ``as=PartialObjectMetadata(List);g=meta.k8s.io;v=v1``
+    (handlers/response.go doTransformObject): metadata alone, in meta.k8s.io/v1's shapes."""
+    core = client.CoreV1Api(api)
+    for name in ("m1", "m2", "m3"):
+        await core.create_namespaced_pod("default", pod(name, labels={"app": "m"},
+                                                        annotations={"pad": "x" * 1000}))  # fmt: skip
+    as_list = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+    as_object = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+    base = f"{cluster.url}/api/v1/namespaces/default/pods"
+
+    async def get(url: str, accept: str, **params: str) -> tuple[int, Any]:
+        headers = {"Authorization": f"Bearer {cluster.token}", "Accept": accept}
+        async with session.get(url, params=params, headers=headers) as response:
+            return response.status, await response.json()
+
+    async with aiohttp.ClientSession() as session:
+        status, page = await get(base, as_list, labelSelector="app=m", limit="2")
+        assert status == 200
+        assert (page["kind"], page["apiVersion"]) == ("PartialObjectMetadataList", "meta.k8s.io/v1")
+        assert page["metadata"]["continue"] and page["metadata"]["remainingItemCount"] == 1
+        assert [set(i) for i in page["items"]] == [{"kind", "apiVersion", "metadata"}] * 2
+        assert page["items"][0]["kind"] == "PartialObjectMetadata"
+        assert page["items"][0]["metadata"]["annotations"]["pad"] == "x" * 1000
+        status, rest = await get(base, as_list, labelSelector="app=m",
+                                 **{"continue": page["metadata"]["continue"]})  # fmt: skip
+        assert [i["metadata"]["name"] for i in rest["items"]] == ["m3"]
+
+        status, one = await get(f"{base}/m1", as_object)
+        assert status == 200 and one["kind"] == "PartialObjectMetadata" and "spec" not in one
+        status, whole = await get(f"{base}/m1", "application/json")
+        assert status == 200 and whole["kind"] == "Pod" and "spec" in whole
+        # The wrong shape for the request, or nothing the server can produce: 406.
+        assert (await get(base, as_object))[0] == 406
+        assert (await get(f"{base}/m1", "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"))[0] == 406  # fmt: skip
+        assert (await get(base, "application/json;as=Table;g=meta.k8s.io;v=v1"))[0] == 406
+        # A server that falls back answers the plain shape when asked so.
+        assert (await get(base, "application/yaml, application/json"))[1]["kind"] == "PodList"
+
+        headers = {"Authorization": f"Bearer {cluster.token}", "Accept": as_object}
+        params = {"watch": "true", "resourceVersion": page["metadata"]["resourceVersion"]}
+        async with session.get(base, params=params, headers=headers) as response:
+            await core.patch_namespaced_pod("m1", "default", {"metadata": {"labels": {"b": "c"}}})
+            line = await asyncio.wait_for(response.content.readline(), 5)
+        event = json.loads(line)
+        assert event["type"] == "MODIFIED" and event["object"]["kind"] == "PartialObjectMetadata"
+        assert set(event["object"]) == {"kind", "apiVersion", "metadata"}
+        assert event["object"]["metadata"]["labels"]["b"] == "c"

@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from webhook.controller.events import Recorder
-from webhook.core import adoption, audit, builder, engine, provenance, waiting
+from webhook.core import adoption, audit, builder, engine, podmeta, provenance, waiting
 from webhook.core.policy import PolicySet
 from webhook.core.ports import AlreadyExists, ApiFailure, Conflict
 from webhook.model import names, objects
@@ -369,13 +369,24 @@ class Reconciler:
         owned = appwrapper if appwrapper is not None and adoption.owns(appwrapper, obj) else None
         if owned is not None:
             appwrapper = owned = await self._lift_hold(owned)
-        escaped = adoption.escaped(owned, self._pods_of(key)) if owned is not None else 0
+        escaped = await self._escaped(owned, key) if owned is not None else 0
         status = adoption.status(owned, pending=False, escaped_pods=escaped)
         status = self._waiting(status, owned, key)
         if names.ADOPTION_FINALIZER in _finalizers(obj) and adoption.finalizer_done(appwrapper):
             await self._drop_finalizer(obj, status)
         await self._set_status(obj, status)
         return appwrapper
+
+    async def _escaped(self, appwrapper: Obj, key: Key) -> int:
+        """Pods running without Kueue's admission, counted on the pods read live, and read
+        only when the cache (pod metadata) says a pod's spec changed since it was created."""
+        if as_map(appwrapper.get("spec")).get("suspend") is not True:
+            return 0
+        if not any(
+            adoption.belongs(p, appwrapper) and podmeta.spec_changed(p) for p in self._pods_of(key)
+        ):
+            return 0
+        return adoption.escaped(appwrapper, await self._live_pods(appwrapper, key))
 
     # --- 2. release ----------------------------------------------------------------------------
 
@@ -391,8 +402,8 @@ class Reconciler:
         owned = [o for o in owners if adoption.owns(appwrapper, o)]
         if not owned:
             return None
-        cached = self._pods_of(key)
-        if not any(adoption.is_gated(p) and adoption.belongs(p, appwrapper) for p in cached):
+        # The cache holds the metadata of pods not released yet: gated, or escaped.
+        if not any(adoption.belongs(p, appwrapper) for p in self._pods_of(key)):
             return None
         admitted = await self._admission(appwrapper)
         if admitted is None:

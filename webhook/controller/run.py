@@ -26,7 +26,7 @@ from webhook.controller import leader
 from webhook.controller.events import Recorder
 from webhook.controller.reconcile import Counters, Key, Reconciler
 from webhook.controller.workqueue import WorkQueue
-from webhook.core import adoption, waiting
+from webhook.core import adoption, podmeta, waiting
 from webhook.core.policy import PolicySet
 from webhook.core.ports import ApiFailure, Conflict
 from webhook.model import names, objects
@@ -113,10 +113,12 @@ class Controller:
             )  # fmt: skip
         # Pods not released yet: a release labels the pod, which takes it out of the watch, so
         # the scheduler's and the kubelet's writes to running pods cost nothing here. A pod
-        # whose gate someone else removed keeps coming, and shows as escaped.
+        # whose gate someone else removed keeps coming, and shows as escaped. Their metadata
+        # only (webhook.core.podmeta): anyone may label pods so and fill them up.
         self._informers["pods"] = Informer(
             api, Kind("", "v1", "pods", "Pod"), self._watcher("pods"),
             labels=f"{names.APPWRAPPER_LABEL},!{names.RELEASED_LABEL}", transform=self._pod_view,
+            metadata_only=True,
         )  # fmt: skip
         self._informers["appwrappers"] = Informer(
             api, APPWRAPPERS, self._watcher("appwrappers"), labels=f"{names.ADOPTED_LABEL}=true",
@@ -139,13 +141,14 @@ class Controller:
     # --- what is cached ------------------------------------------------------------------------
 
     def _pod_view(self, pod: Obj) -> Obj | None:
-        """A pod as releasing reads it; None (not cached) for a pod no policy could have had
-        autowrap prepare: any namespace user can label pods workload.codeflare.dev/appwrapper,
-        and only namespaces a policy covers hold pods autowrap releases."""
+        """A waiting pod's metadata as the cache keeps it (``podmeta.waiting_pod``); None (not
+        cached) for a pod no policy could have had autowrap prepare: any namespace user can
+        label pods workload.codeflare.dev/appwrapper, and only namespaces a policy covers hold
+        pods autowrap releases."""
         namespace = str((pod.get("metadata") or {}).get("namespace") or "")
         if not self._covered(namespace):
             return None
-        return adoption.pod_view(pod)
+        return podmeta.waiting_pod(pod)
 
     def _object_view(self, obj: Obj) -> Obj | None:
         """An object labelled for adoption, as decisions read it; None (not cached) in a
@@ -156,7 +159,10 @@ class Controller:
             names.ADOPTION_FINALIZER not in (metadata.get("finalizers") or [])
         ):
             return None
-        return adoption.object_view(obj)
+        view = adoption.object_view(obj)
+        if objects.labels_of(view).get(names.ADOPTION_LABEL) == names.ADOPTION_ADOPTED:
+            view = _autowraps_metadata(view)
+        return view
 
     def _covered(self, namespace: str) -> bool:
         policies = self._policies()
@@ -382,3 +388,22 @@ class Controller:
     def idle(self) -> bool:
         """No work queued or under way (tests and the benchmark wait for it)."""
         return self.queue.idle()
+
+
+def _autowraps_metadata(view: Obj) -> Obj:
+    """An adopted object's metadata cut to what decisions read of it once it is adopted:
+    autowrap's own labels and annotations (``autowrap.io/``, and the AppWrapper label that keys
+    a bare Pod, its own template) and its controller reference. Its
+    users may fill the rest (any number of labels, 256 KiB of annotations), and what is cached
+    of an adopted object must not grow with that. The finalizers stay whole: dropping
+    autowrap's is guarded by the list as read."""
+    metadata = dict(view.get("metadata") or {})
+    for part in ("labels", "annotations"):
+        found = metadata.get(part)
+        if isinstance(found, dict):
+            metadata[part] = {k: v for k, v in found.items()
+                              if k.startswith(names.PREFIX) or k == names.APPWRAPPER_LABEL}  # fmt: skip
+    owner = adoption.controller_of(view)
+    if "ownerReferences" in metadata:
+        metadata["ownerReferences"] = [dict(owner)] if owner is not None else []
+    return {**view, "metadata": metadata}

@@ -10,7 +10,15 @@ longer has the version it asks for (410 Gone): the same contract client-go's ref
 
 Lists are paginated (``limit``/``continue``, as client-go's pager does: tools/pager/pager.go)
 and yield to the event loop between pages, so a cluster of many objects never holds the
-serving loop for one long decode; an expired continue token (410) starts the list over. A
+serving loop for one long decode; an expired continue token (410) starts the list over. Pages
+are sized by bytes, not only by count: the first asks for ``FIRST_PAGE`` objects, and each next
+one for as many as the last page's average size fits in ``PAGE_BYTES`` (at most four times
+more, at most ``page_size``), so objects someone filled up to the apiserver's 1.5 MiB never
+arrive hundreds at once: what a list holds in memory at a time stays a few MiB whatever users
+put in the objects. ``metadata_only`` lists and watches the objects' metadata alone
+(PartialObjectMetadata, ``kube.METADATA_ACCEPT``), as controller-runtime's metadata informers
+do; the items are given the informer's kind back, as its ``newGVKFixupWatcher`` does
+(pkg/cache/internal/informers.go). A
 ``transform`` cuts each object down to what its readers use before it is stored (or drops it),
 so the cache holds only that. A resource the server does not serve (404: its CRD is not
 installed) is reported through ``absent`` and looked for again with backoff, without ever
@@ -43,6 +51,9 @@ Transform = Callable[[Obj], Obj | None]
 
 LIST_TIMEOUT = 60.0
 PAGE_SIZE = 500
+# Pages are sized to hold about this many bytes (see the module docstring).
+FIRST_PAGE = 20
+PAGE_BYTES = 4 << 20
 WATCH_SECONDS = 300
 MAX_BACKOFF = 30.0
 # Handlers run on the serving loop: hand it back after this many objects of one page.
@@ -77,6 +88,7 @@ class Informer:
         labels: str = "",
         transform: Transform | None = None,
         page_size: int = PAGE_SIZE,
+        metadata_only: bool = False,
     ) -> None:
         self.kind = kind
         self.labels = labels
@@ -95,6 +107,8 @@ class Informer:
         self._handler = handler
         self.transform = transform
         self._page_size = page_size
+        self.metadata_only = metadata_only
+        """Lists and watches ask for the objects' metadata alone (PartialObjectMetadata)."""
         self._objects: dict[Key, Obj] = {}
         self._version = ""
 
@@ -155,8 +169,14 @@ class Informer:
                 backoff = min(backoff * 2, MAX_BACKOFF)
 
     def _prepared(self, item: Obj) -> Obj | None:
-        item.setdefault("apiVersion", self.kind.api_version)
-        item.setdefault("kind", self.kind.kind)
+        if self.metadata_only:
+            # PartialObjectMetadata (or the whole object from a server that cannot cut it):
+            # the metadata, under the informer's own kind.
+            item = {"apiVersion": self.kind.api_version, "kind": self.kind.kind,
+                    "metadata": item.get("metadata") or {}}  # fmt: skip
+        else:
+            item.setdefault("apiVersion", self.kind.api_version)
+            item.setdefault("kind", self.kind.kind)
         return item if self.transform is None else self.transform(item)
 
     async def _list(self) -> tuple[dict[Key, Obj], str]:
@@ -164,12 +184,14 @@ class Informer:
         while True:
             fresh: dict[Key, Obj] = {}
             token = ""
+            limit = min(FIRST_PAGE, self._page_size)
             try:
                 while True:
-                    page = await self._api.list(
-                        self.kind, None, timeout=LIST_TIMEOUT, labels=self.labels,
-                        limit=self._page_size, continue_token=token,
+                    page, size = await self._api.list_page(
+                        self.kind, None, timeout=LIST_TIMEOUT, labels=self.labels, limit=limit,
+                        continue_token=token, metadata_only=self.metadata_only,
                     )  # fmt: skip
+                    limit = _next_limit(limit, len(page.get("items") or ()), size, self._page_size)
                     for count, item in enumerate(page.get("items") or [], 1):
                         kept = self._prepared(item)
                         if kept is not None:
@@ -213,7 +235,7 @@ class Informer:
         event, so a watch cut off midway is resumed where it stopped."""
         async with contextlib.aclosing(
             self._api.watch(self.kind, resource_version=self._version, labels=self.labels,
-                            timeout_seconds=WATCH_SECONDS)
+                            timeout_seconds=WATCH_SECONDS, metadata_only=self.metadata_only)
         ) as events:  # fmt: skip
             await self._apply(events)
         self.error = ""
@@ -237,6 +259,15 @@ class Informer:
                 if old is None or self.transform is None or not _same_but_version(old, new):
                     self.handled += 1
                     self._handler(old, new)
+
+
+def _next_limit(limit: int, items: int, size: int, most: int) -> int:
+    """The next page's limit: as many objects as the last page's average size fits in
+    ``PAGE_BYTES``, at least one, at most four times ``limit`` and at most ``most``."""
+    if not items or size <= 0:
+        return min(limit * 4, most)
+    fits = PAGE_BYTES * items // size
+    return max(1, min(fits, limit * 4, most))
 
 
 def _same_but_version(old: Obj, new: Obj) -> bool:

@@ -203,6 +203,18 @@ _AS_AUTOWRAP: Final = {"fieldManager": names.FIELD_MANAGER}
 
 JSON_PATCH: Final = "application/json-patch+json"
 MERGE_PATCH: Final = "application/merge-patch+json"
+# Metadata-only reads: the apiserver answers with each object's metadata alone
+# (PartialObjectMetadata, meta.k8s.io/v1; k8s.io/apiserver pkg/endpoints/handlers/response.go
+# doTransformObject), as client-go's metadata client asks for it (k8s.io/client-go/metadata,
+# the informers controller-runtime builds for metav1.PartialObjectMetadata:
+# pkg/cache/internal/informers.go). A LIST asks for the list shape, a watch for the object
+# shape; plain JSON follows as the fallback a server without the transform answers with.
+METADATA_LIST_ACCEPT: Final = (
+    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+)
+METADATA_ACCEPT: Final = (
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+)
 
 # Watches: a quiet watch gets a bookmark about every minute, so a stream silent for longer is
 # presumed dead and re-opened from the last version; TCP keepalive notices a vanished peer in
@@ -335,13 +347,18 @@ class Api:
         return rest.pool_manager
 
     async def _prepare(
-        self, method: str, path: str, query: Mapping[str, Any] | None, content_type: str | None
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, Any] | None,
+        content_type: str | None,
+        accept: str = "application/json",
     ) -> tuple[str, dict[str, str], dict[str, Any]]:
         """The URL, the headers (the client's defaults and its current credentials: an exec
         plugin's token is refreshed here when it expired) and the session's request options."""
         configuration = self._api_client.configuration
         headers: dict[str, str] = dict(self._api_client.default_headers)
-        headers["Accept"] = "application/json"
+        headers["Accept"] = accept
         if content_type:
             headers["Content-Type"] = content_type
         queries: list[tuple[str, str]] = []
@@ -374,6 +391,23 @@ class Api:
     ) -> dict[str, Any]:
         """One call; the decoded answer, or ``ApiFailure`` saying what went wrong. ``body`` is
         a JSON-serializable value (encoded with orjson) or bytes already encoded."""
+        decoded, _ = await self._exchange(call, method, path, timeout=timeout, query=query,
+                                          body=body, content_type=content_type)  # fmt: skip
+        return decoded
+
+    async def _exchange(
+        self,
+        call: str,
+        method: str,
+        path: str,
+        *,
+        timeout: float,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        accept: str = "application/json",
+    ) -> tuple[dict[str, Any], int]:
+        """``request``, with the size of the answer in bytes (what list pages are sized by)."""
         if timeout <= 0:
             raise ApiFailure(call, None, "no time left in the budget")
         started, status = time.perf_counter(), None
@@ -381,7 +415,7 @@ class Api:
             data = None if body is None or isinstance(body, bytes) else orjson.dumps(body)
             async with asyncio.timeout(timeout):
                 url, headers, options = await self._prepare(
-                    method, path, query, content_type if body is not None else None
+                    method, path, query, content_type if body is not None else None, accept
                 )
                 async with self._session().request(
                     method, url, headers=headers, data=data if data is not None else body,
@@ -404,7 +438,7 @@ class Api:
             decoded = orjson.loads(answer) if answer else {}
         except orjson.JSONDecodeError as exc:
             raise ApiFailure(call, status, f"the answer is not JSON: {exc}") from None
-        return decoded if isinstance(decoded, dict) else {}
+        return (decoded if isinstance(decoded, dict) else {}), len(answer)
 
     # --- verbs -------------------------------------------------------------------------------
 
@@ -432,6 +466,24 @@ class Api:
         """One LIST; with ``limit``, one page of it: ``metadata.continue`` in the answer asks
         for the next (``continue_token``), and a token the apiserver no longer honours is
         ``Gone`` (410)."""
+        page, _ = await self.list_page(kind, namespace, timeout=timeout, labels=labels,
+                                       limit=limit, continue_token=continue_token)  # fmt: skip
+        return page
+
+    async def list_page(
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        *,
+        timeout: float,
+        labels: str = "",
+        limit: int = 0,
+        continue_token: str = "",
+        metadata_only: bool = False,
+    ) -> tuple[dict[str, Any], int]:
+        """``list``, with the answer's size in bytes; ``metadata_only`` asks for each item's
+        metadata alone (``METADATA_LIST_ACCEPT``: items are PartialObjectMetadata, or whole
+        objects from a server that cannot cut them)."""
         query: dict[str, Any] = {}
         if labels:
             query["labelSelector"] = labels
@@ -439,8 +491,10 @@ class Api:
             query["limit"] = limit
         if continue_token:
             query["continue"] = continue_token
-        return await self.request(f"list {kind.plural}", "GET", kind.path(namespace),
-                                  timeout=timeout, query=query)  # fmt: skip
+        return await self._exchange(
+            f"list {kind.plural}", "GET", kind.path(namespace), timeout=timeout, query=query,
+            accept=METADATA_LIST_ACCEPT if metadata_only else "application/json",
+        )  # fmt: skip
 
     async def create(
         self,
@@ -557,6 +611,7 @@ class Api:
         labels: str = "",
         timeout_seconds: int = 300,
         idle_seconds: float = WATCH_IDLE_SECONDS,
+        metadata_only: bool = False,
     ) -> AsyncGenerator[tuple[str, dict[str, Any]], None]:
         """Events from ``resource_version`` on, bookmarks included (their resourceVersion is
         where the next watch starts); raises ``Gone`` when the apiserver no longer has that
@@ -566,7 +621,8 @@ class Api:
 
         The apiserver sends a bookmark about every minute on a quiet watch (storage/cacher
         ``defaultBookmarkFrequency``), so ``idle_seconds`` stays above that; a peer that
-        vanished without a reset is noticed sooner, by TCP keepalive (``_keepalive``)."""
+        vanished without a reset is noticed sooner, by TCP keepalive (``_keepalive``).
+        ``metadata_only``: each event's object is its metadata alone (``METADATA_ACCEPT``)."""
         call = f"watch {kind.plural}"
         params = {"watch": "true", "allowWatchBookmarks": "true",
                   "resourceVersion": resource_version, "timeoutSeconds": str(timeout_seconds)}  # fmt: skip
@@ -579,7 +635,10 @@ class Api:
         )
         streaming = False
         try:
-            url, headers, options = await self._prepare("GET", kind.path(namespace), params, None)
+            accept = METADATA_ACCEPT if metadata_only else "application/json"
+            url, headers, options = await self._prepare(
+                "GET", kind.path(namespace), params, None, accept
+            )
             async with self._session().get(url, headers=headers, timeout=timeout,
                                            **options) as response:  # fmt: skip
                 if response.status != 200:
