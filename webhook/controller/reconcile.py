@@ -443,14 +443,16 @@ class Reconciler:
         holds only pods not released yet, and a release, which cannot be taken back, counts
         every pod already running and uses the gates and versions as stored."""
         namespace, _ = key
-        pods: list[Obj] = []
+        pods: dict[str, Obj] = {}  # by uid: a pod both selectors find is one pod
         for selector in adoption.claim_selectors(appwrapper):
             listed = await self._api.list(_PODS, namespace, timeout=API_TIMEOUT, labels=selector)
-            pods += [p for p in listed.get("items") or [] if isinstance(p, dict)]
-        for pod in pods:  # list items carry no kind; Events about them need it
+            for pod in listed.get("items") or []:
+                if isinstance(pod, dict):
+                    pods.setdefault(str(as_map(pod.get("metadata")).get("uid")), pod)
+        for pod in pods.values():  # list items carry no kind; Events about them need it
             pod.setdefault("apiVersion", "v1")
             pod.setdefault("kind", "Pod")
-        return pods
+        return list(pods.values())
 
     async def _admission(self, appwrapper: Obj) -> adoption.Admission | None:
         """Kueue's admission of the AppWrapper from its Workload, read live before every
