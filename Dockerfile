@@ -1,9 +1,9 @@
 # syntax=docker/dockerfile:1
 #
 # autowrap admission webhook image.
-#   docker build -t ghcr.io/autowrap/autowrap:0.3.0 .
+#   docker build -t ghcr.io/autowrap/autowrap:0.4.0 .
 # Multi-arch (one manifest list for linux/amd64 and linux/arm64):
-#   docker buildx build --platform linux/amd64,linux/arm64 -t ghcr.io/autowrap/autowrap:0.3.0 --push .
+#   docker buildx build --platform linux/amd64,linux/arm64 -t ghcr.io/autowrap/autowrap:0.4.0 --push .
 # Nothing below is specific to an architecture: the base is the Docker Official python image,
 # published for both platforms, and both stages run on the target platform (no
 # `--platform=$BUILDPLATFORM`), because the virtualenv holds compiled wheels (cryptography,
