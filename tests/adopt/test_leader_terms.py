@@ -8,10 +8,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from testbed.cluster.resources import WORKLOADS
+from testbed.cluster.resources import APPWRAPPERS, WORKLOADS
 from testbed.sim.kueue import admitted_workload
 from testbed.sim.objects import set_condition
-from tests.adopt.harness import QUEUE, Adopting, adopting, eventually, vcjob
+from tests.adopt.harness import NAMESPACE, QUEUE, Adopting, adopting, eventually, vcjob
 from webhook.controller import Controller
 from webhook.core import adoption
 from webhook.model import names
@@ -108,7 +108,7 @@ async def test_a_new_leader_term_reconciles_only_once_its_caches_are_listed(
 
         # The harm would show in the reconciles the relist brings, one per Job at least.
         await eventually(lambda: all(i.synced.is_set() for i in a.informers)
-                         and [i.lists for i in a.informers] > lists_before
+                         and all(i.lists > n for i, n in zip(a.informers, lists_before, strict=True))
                          and a.reconciles >= reconciles + JOBS and a.idle(),
                          what="every key of the new term reconciled", timeout=30)  # fmt: skip
         _assert_never_said_gone(cluster)
@@ -144,3 +144,15 @@ async def test_a_lagging_appwrapper_cache_never_says_the_appwrapper_is_gone(
         finally:
             stalled.set()
         _assert_never_said_gone(cluster)
+
+
+async def test_an_appwrapper_deleted_leaving_its_job_is_said_gone(tmp_path: Path) -> None:
+    """The live read confirms what is really gone: an AppWrapper deleted with its dependents
+    orphaned leaves the Job saying so, once, with its Event."""
+    async with adopting(tmp_path) as cluster:
+        await _adopt_jobs(cluster)
+        cluster.api.store.delete(APPWRAPPERS, NAMESPACE, "job-0", propagation="Orphan")
+        await eventually(lambda: _status(cluster, "job-0") == GONE, what="job-0 says gone")
+        await eventually(lambda: cluster.events("AppWrapperGone"), what="the Event")
+        assert [e["involvedObject"]["name"] for e in cluster.events("AppWrapperGone")] == ["job-0"]
+        assert all(_queued(cluster, f"job-{i}") for i in range(1, JOBS))
