@@ -383,14 +383,17 @@ class Reconciler:
         list under way), so "gone" is said only on a live read, as the AppWrapper controller
         counts a component gone only on NotFound (resource_management.go:431-438, A7; the
         false MissingComponent of appwrapper#416 is that cache lag). Read only while the
-        object does not say it already."""
+        object does not say it already. What is read live is taken as the cache would take it
+        (the informer follows only AppWrappers labelled adopted)."""
         if cached is not None and adoption.owns(cached, obj):
             return cached
         if not self._status_due(obj, adoption.status(None, pending=False)):
             return None
         namespace, aw_name = key
         live = await self._api.get(APPWRAPPERS, namespace, aw_name, timeout=API_TIMEOUT)
-        return live if live is not None and adoption.owns(live, obj) else None
+        if live is None or objects.labels_of(live).get(names.ADOPTED_LABEL) != "true":
+            return None
+        return live if adoption.owns(live, obj) else None
 
     async def _escaped(self, appwrapper: Obj, key: Key) -> int:
         """Pods running without Kueue's admission, counted on the pods read live, and read
