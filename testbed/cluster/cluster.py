@@ -359,6 +359,13 @@ class FakeCluster:
         if runner is not None:
             await runner.cleanup()
 
+    def end_watches(self) -> None:
+        """End every open watch stream cleanly, as the apiserver does when a watch's timeout
+        passes or the apiserver restarts (its clients watch again from the last version
+        they saw, or list again on a 410)."""
+        for task in list(self._streams):
+            task.cancel()
+
     async def __aenter__(self) -> FakeCluster:
         await self.start()
         return self

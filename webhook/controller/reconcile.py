@@ -366,7 +366,7 @@ class Reconciler:
     async def _keep_adopted(self, obj: Obj, appwrapper: Obj | None, key: Key) -> Obj | None:
         """An adopted object: hold lifted, finalizer dropped once running, status current (and
         never "pods wait" while some run because their gate was taken off)."""
-        owned = appwrapper if appwrapper is not None and adoption.owns(appwrapper, obj) else None
+        owned = await self._owner(obj, appwrapper, key)
         if owned is not None:
             appwrapper = owned = await self._lift_hold(owned)
         escaped = await self._escaped(owned, key) if owned is not None else 0
@@ -376,6 +376,24 @@ class Reconciler:
             await self._drop_finalizer(obj, status)
         await self._set_status(obj, status)
         return appwrapper
+
+    async def _owner(self, obj: Obj, cached: Obj | None, key: Key) -> Obj | None:
+        """The AppWrapper that stands for an adopted object, or None when it is gone. The
+        cache is trusted when it shows it; its absence is no proof (a watch behind the store, a
+        list under way), so "gone" is said only on a live read, as the AppWrapper controller
+        counts a component gone only on NotFound (resource_management.go:431-438, A7; the
+        false MissingComponent of appwrapper#416 is that cache lag). Read only while the
+        object does not say it already. What is read live is taken as the cache would take it
+        (the informer follows only AppWrappers labelled adopted)."""
+        if cached is not None and adoption.owns(cached, obj):
+            return cached
+        if not self._status_due(obj, adoption.status(None, pending=False)):
+            return None
+        namespace, aw_name = key
+        live = await self._api.get(APPWRAPPERS, namespace, aw_name, timeout=API_TIMEOUT)
+        if live is None or objects.labels_of(live).get(names.ADOPTED_LABEL) != "true":
+            return None
+        return live if adoption.owns(live, obj) else None
 
     async def _escaped(self, appwrapper: Obj, key: Key) -> int:
         """Pods running without Kueue's admission, counted on the pods read live, and read

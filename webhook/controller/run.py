@@ -272,6 +272,13 @@ class Controller:
         for index in self._by_key.values():
             index.clear()
         await self._follow_workloads()
+        # Nor is any informer synced until it has listed in this term: an informer's own run
+        # forgets its cache only once its task starts, after ``_listed`` has looked, and the
+        # previous term's ``synced`` would let the workers judge every key against caches that
+        # are still filling (an adopted object with no AppWrapper cached yet reads as "gone").
+        # client-go's controllers likewise start workers only after WaitForCacheSync.
+        for informer in self._informers.values():
+            informer.reset()
         tasks = [asyncio.create_task(i.run()) for i in self._informers.values()]
         try:
             await self._listed()
