@@ -452,9 +452,9 @@ class Reconciler:
 
         pods: dict[str, Obj] = {}  # by uid: a pod both selectors find is one pod
         for selector in adoption.claim_selectors(appwrapper):
-            for pod in await self._api.list_kept(
-                _PODS, namespace, timeout=API_TIMEOUT, labels=selector, keep=keep
-            ):
+            for pod in await self._api.list_kept(_PODS, namespace, timeout=API_TIMEOUT,
+                                                 labels=selector, keep=keep,
+                                                 first_page=_LIVE_FIRST_PAGE):  # fmt: skip
                 pods.setdefault(str(as_map(pod.get("metadata")).get("uid")), pod)
         return list(pods.values())
 
@@ -638,6 +638,9 @@ class Reconciler:
 
 
 _PODS = Kind("", "v1", "pods", "Pod")
+# The live read's first page: the pods of most objects in one request, and what someone filled
+# up to 1.5 MiB a pod, a few MiB; the pages after it are sized by bytes.
+_LIVE_FIRST_PAGE = 8
 
 
 def _finalizers(obj: Mapping[str, Any]) -> list[str]:

@@ -525,15 +525,16 @@ class Api:
         timeout: float,
         labels: str = "",
         keep: Callable[[dict[str, Any]], dict[str, Any] | None],
+        first_page: int = FIRST_PAGE,
     ) -> Kept:
         """Every object of a LIST, each cut by ``keep`` (or dropped: None) as soon as its page
         is decoded, so that what is held at a time is one page and what ``keep`` returns,
         whatever the objects carry. Pages are sized by bytes (``next_page_limit``) as the
-        informers' are, and each has ``timeout``; a continue token the apiserver no longer
+        informers' are, from ``first_page`` objects, and each has ``timeout``; a continue token the apiserver no longer
         honours (410) starts the list over, as client-go's pager does (tools/pager/pager.go)."""
         while True:
             kept: Kept = []
-            token, limit = "", FIRST_PAGE
+            token, limit = "", min(first_page, FIRST_PAGE)
             try:
                 while True:
                     page, size = await self.list_page(kind, namespace, timeout=timeout,
