@@ -247,6 +247,11 @@ KEEPALIVE_INTERVAL: Final = 5
 KEEPALIVE_PROBES: Final = 3
 
 
+def _each_kept(items: list[Any], keep: Callable[[dict[str, Any]], dict[str, Any] | None]) -> Kept:
+    """What ``keep`` makes of each object of a page (no reference to any left once it returns)."""
+    return [cut for item in items if isinstance(item, dict) and (cut := keep(item)) is not None]
+
+
 def _rbac_forbidden(exc: ApiFailure) -> bool:
     """A 403 from the authorizer (autowrap's identity lacks the grant), not an admission
     webhook's denial: the authorizer says "... is forbidden: User "..." cannot create resource"."""
@@ -542,9 +547,7 @@ class Api:
                                                       continue_token=token)  # fmt: skip
                     items = page.pop("items", None) or []
                     limit = next_page_limit(limit, len(items), size, PAGE_SIZE)
-                    for item in items:
-                        if isinstance(item, dict) and (cut := keep(item)) is not None:
-                            kept.append(cut)
+                    kept += _each_kept(items, keep)
                     del items  # the page goes before the next arrives
                     token = str(objects.as_map(page.get("metadata")).get("continue") or "")
                     if not token:
