@@ -27,7 +27,12 @@ is measured: CPU from ``/proc/<pid>/stat`` (utime + stime), memory from ``/proc/
    410 Gone and lists again, ballast included; the same figures;
 6. *restart*: the leader stops and a fresh replica starts and syncs against all of it (the
    ballast, the adopted families); its peak RSS (VmHWM) and slowest ``/healthz``;
-7. *bloat* (``--bloat N``): a namespace user creates N pods of 1 MiB labelled
+7. *claimed* (``--claimed N``, 200 by default): one more Job is adopted, then a namespace
+   user creates N pods of 1 MiB labelled with its AppWrapper's name (a real one), gated as
+   admission gates pods, and Kueue admits it: every release decision for it reads those pods
+   live (a page at a time, each cut to what the decision reads). ``/healthz`` is probed every
+   50 ms from the ballast's first pod until the Job's pods run; CPU, peak RSS, slowest answer;
+8. *bloat* (``--bloat N``): a namespace user creates N pods of 1 MiB labelled
    ``workload.codeflare.dev/appwrapper`` in a namespace no policy covers; autowrap's RSS
    growth.
 
@@ -423,6 +428,29 @@ async def _fresh_replica(repo: Path, work: Path, n: int,
     }  # fmt: skip
 
 
+async def _claimed(cluster: Cluster, server: Autowrap, count: int,
+                   timeout: float) -> dict[str, Any]:  # fmt: skip
+    """Phase 7: ``count`` pods of 1 MiB that claim a real AppWrapper by its label, read live by
+    every release decision for it; until its Job's own pods run."""
+    before = await cluster.stats()
+    await cluster.post("/jobs", prefix="claimed", count=1)
+    await _wait(cluster, server, "the claimed Job adopted", timeout,
+                adopted=before["adopted"] + 1, gated=before["gated"] + PODS_PER_JOB)  # fmt: skip
+
+    async def action() -> None:
+        await cluster.post("/bloat", count=count, size=1 << 20, prefix="claim",
+                           appwrapper="claimed-00000")  # fmt: skip
+        await cluster.post("/admit")
+
+    async def released() -> dict[str, Any] | None:
+        stats = await cluster.stats()
+        done = stats["running"] >= before["running"] + PODS_PER_JOB and stats["quiet_s"] >= QUIET
+        return stats if done else None
+
+    figures = await _observed(server, action, "the claimed Job's pods running", released, 900)
+    return {**figures, "pods": count}
+
+
 async def run_version(repo: Path, args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {"repo": str(repo), "jobs": args.jobs}
     with tempfile.TemporaryDirectory(prefix="autowrap-adopt-cost-") as tmp:
@@ -516,6 +544,9 @@ async def run_version(repo: Path, args: argparse.Namespace) -> dict[str, Any]:
                 )  # fmt: skip
                 server.proc.stop()
                 server, result["restart"] = await _fresh_replica(repo, work, 3, cluster)
+
+            if args.claimed:
+                result["claimed"] = await _claimed(cluster, server, args.claimed, timeout)
 
             if args.scale:
                 await cluster.post("/clone", total=args.scale)
@@ -627,6 +658,13 @@ ROWS = (
         ("restart", "slowest_healthz_ms"),
         f"<= {TARGET_BALLAST_HEALTHZ_MS:g}",
     ),
+    ("claimed: CPU s", ("claimed", "cpu_s"), ""),
+    ("claimed: peak RSS MiB", ("claimed", "peak_rss_mib"), f"< {MEMORY_LIMIT_MIB:g}"),
+    (
+        "claimed: slowest /healthz ms",
+        ("claimed", "slowest_healthz_ms"),
+        f"<= {TARGET_BALLAST_HEALTHZ_MS:g}",
+    ),
     ("bloat: RSS growth MiB", ("bloat", "growth_mib"), f"< {TARGET_BLOAT_MIB:g}"),
 )
 
@@ -686,6 +724,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ballast", type=int, default=450,
                         help="1 MiB pods a user labels for an AppWrapper in the covered namespace "
                              "(then a relist and a fresh replica; 0: none)")  # fmt: skip
+    parser.add_argument("--claimed", type=int, default=200,
+                        help="1 MiB pods a user labels for a real AppWrapper, read live by its "
+                             "release (0: none)")  # fmt: skip
     parser.add_argument(
         "--repo", type=Path, help="serve this checkout's code instead of this one's"
     )

@@ -22,7 +22,9 @@ A small control API on ``--control-port`` (plain HTTP, loopback) drives it:
   ``workload.codeflare.dev/appwrapper`` and held by a gate of their own, in a namespace no
   policy covers (a user's), or with ``covered=1`` in the one the adopt-mode policy covers,
   labelled for AppWrapper ``x`` and annotated with a podSet as admission's pods are: a hostile
-  namespace user's ballast. The bytes are split as a user would have to on kube-apiserver
+  namespace user's ballast. With ``appwrapper=NAME`` (implies ``covered``) the pods are
+  labelled for that AppWrapper, a real one, and gated as admission gates pods
+  (``autowrap.io/admission``): each release decision for it reads them live. The bytes are split as a user would have to on kube-apiserver
   (annotations hold at most 256 KiB together): 200 KiB in an annotation, the rest in an env
   value;
 - ``POST /relist``: every watch is cut and the watch history compacted, so each informer's
@@ -274,7 +276,9 @@ class Control:
         count, size = int(request.query.get("count", 450)), int(request.query.get("size", 1 << 20))
         prefix = request.query.get("prefix", "big")
         interval = float(request.query.get("interval_ms", 0)) / 1000
-        covered = request.query.get("covered") in ("1", "true")
+        claimed = request.query.get("appwrapper", "")
+        covered = request.query.get("covered") in ("1", "true") or bool(claimed)
+        gate = names.ADMISSION_GATE if claimed else "example.com/mine"
         namespace = NAMESPACE if covered else UNCOVERED
         in_annotation = min(size, 200 << 10)
         annotation, env = "x" * in_annotation, "y" * max(size - in_annotation, 0)
@@ -287,9 +291,9 @@ class Control:
                 annotations[adoption.PODSET_ANNOTATION] = "0"
             pod = {"apiVersion": "v1", "kind": "Pod",
                    "metadata": {"name": name, "namespace": namespace,
-                                "labels": {names.APPWRAPPER_LABEL: "x" if covered else name},
+                                "labels": {names.APPWRAPPER_LABEL: claimed or ("x" if covered else name)},
                                 "annotations": annotations},
-                   "spec": {"schedulingGates": [{"name": "example.com/mine"}],
+                   "spec": {"schedulingGates": [{"name": gate}],
                             "containers": [{"name": "c", "image": "busybox",
                                             "env": [{"name": "FILLER", "value": env}]}]}}  # fmt: skip
             await self.fake.create(PODS, pod, namespace=namespace)

@@ -696,3 +696,55 @@ async def test_only_the_jobs_own_pods_are_released_with_two_replicas_or_a_restar
             what="the forged pod held, and why",
         )
         assert adoption.is_gated(cluster.api.store.get(PODS, NAMESPACE, "aa-borrow"))
+
+
+async def test_pods_a_user_fills_up_and_labels_for_the_appwrapper_are_read_a_page_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A namespace user labels pods of her own with a real AppWrapper's name and fills them
+    up: the release reads them live, page by page and each cut to what it decides on; the one
+    that runs counts against the admission, the gated ones stay gated, and the Job's own pods
+    are released in the room left."""
+    from webhook.shell import kube
+
+    monkeypatch.setattr(kube, "FIRST_PAGE", 2)  # pages of a few pods, whatever the count
+    async with adopting(tmp_path) as cluster:
+        cluster.store_job(vcjob(workers=2))
+        await cluster.start_controller()
+        job = await eventually(lambda: _adopted(cluster.job()) and cluster.job())
+
+        def padded(name: str, *, gated: bool) -> dict:
+            gates = [{"name": names.ADMISSION_GATE}] if gated else []
+            return cluster.api.store.create(PODS, {
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": NAMESPACE,
+                             "labels": {names.APPWRAPPER_LABEL: "train",
+                                        names.VOLCANO_JOB_NAME: "train",
+                                        **{f"l{n}": "v" * 60 for n in range(100)}},
+                             "annotations": {adoption.PODSET_ANNOTATION: "1", "pad": "x" * 200_000}},
+                "spec": {"containers": [{"name": "trainer", "image": "torch:2.4",
+                                         "env": [{"name": "PAD", "value": "y" * 200_000}]}],
+                         "schedulingGates": gates}})  # fmt: skip
+
+        for i in range(6):
+            padded(f"pad-{i}", gated=True)
+        running = padded("pad-running", gated=False)
+        cluster.api.store.update(PODS, {**running, "status": {"phase": "Running"}},
+                                 subresource="status")  # fmt: skip
+        own = cluster.volcano_pods(job)
+
+        cluster.admit()
+
+        held = await eventually(lambda: cluster.events("ReleaseHeld"), what="a worker held")
+        assert "pad-running" in str(held[0].get("message")), held
+        gated = {p["metadata"]["name"]: adoption.is_gated(p) for p in cluster.pods()}
+        assert {name: gated[name] for name in (p["metadata"]["name"] for p in own)} == {
+            "train-master-0": False, "train-worker-0": False, "train-worker-1": True,
+        }  # fmt: skip
+        assert all(gated[f"pad-{i}"] for i in range(6))
+        # The live read of the pods that name the AppWrapper went page by page.
+        selector = f"{names.APPWRAPPER_LABEL}=train"
+        reads = [q for q in cluster.api.requests_to("GET", r"/namespaces/ml/pods$")
+                 if q.query.get("labelSelector") == selector]  # fmt: skip
+        assert reads and all(q.query.get("limit") for q in reads)
+        assert any(q.query.get("continue") for q in reads)

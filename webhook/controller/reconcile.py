@@ -459,17 +459,21 @@ class Reconciler:
         """Every pod that claims the object by a label (the AppWrapper's, or the one the
         wrapped kind's controller writes: ``adoption.claim_selectors``), read live: the cache
         holds only pods not released yet, and a release, which cannot be taken back, counts
-        every pod already running and uses the gates and versions as stored."""
+        every pod already running and uses the gates and versions as stored. Read page by page
+        and each pod cut to what the decisions read (``podmeta.decision_view``) as its page
+        arrives: anyone may label hundreds of pods filled up to 1.5 MiB with this name, and
+        the leader, which also serves the webhooks, holds one page of them at a time."""
         namespace, _ = key
+
+        def keep(pod: Obj) -> Obj | None:
+            return podmeta.decision_view(pod, appwrapper)
+
         pods: dict[str, Obj] = {}  # by uid: a pod both selectors find is one pod
         for selector in adoption.claim_selectors(appwrapper):
-            listed = await self._api.list(_PODS, namespace, timeout=API_TIMEOUT, labels=selector)
-            for pod in listed.get("items") or []:
-                if isinstance(pod, dict):
-                    pods.setdefault(str(as_map(pod.get("metadata")).get("uid")), pod)
-        for pod in pods.values():  # list items carry no kind; Events about them need it
-            pod.setdefault("apiVersion", "v1")
-            pod.setdefault("kind", "Pod")
+            for pod in await self._api.list_kept(_PODS, namespace, timeout=API_TIMEOUT,
+                                                 labels=selector, keep=keep,
+                                                 first_page=_LIVE_FIRST_PAGE):  # fmt: skip
+                pods.setdefault(str(as_map(pod.get("metadata")).get("uid")), pod)
         return list(pods.values())
 
     async def _admission(self, appwrapper: Obj) -> adoption.Admission | None:
@@ -652,6 +656,9 @@ class Reconciler:
 
 
 _PODS = Kind("", "v1", "pods", "Pod")
+# The live read's first page: the pods of most objects in one request, and what someone filled
+# up to 1.5 MiB a pod, a few MiB; the pages after it are sized by bytes.
+_LIVE_FIRST_PAGE = 8
 
 
 def _finalizers(obj: Mapping[str, Any]) -> list[str]:

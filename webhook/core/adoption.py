@@ -422,6 +422,9 @@ def release(pod: Mapping[str, Any], info: Mapping[str, Any]) -> Release:
     result = objects.deep_copy(dict(pod))
     metadata = objects.own_map(result, "metadata")
     spec = objects.own_map(result, "spec")
+    # Whether the stored pod has labels (the apiserver never stores an empty map), not what
+    # they are: a pod read for a decision keeps only the labels decisions read.
+    had_labels = isinstance(metadata.get("labels"), dict)
     problems: list[str] = []
     patch: list[dict[str, Any]] = [
         {
@@ -471,7 +474,7 @@ def release(pod: Mapping[str, Any], info: Mapping[str, Any]) -> Release:
     # Added (or set: an ``add`` on an existing member replaces it, RFC 6902 4.1) with the gate's
     # removal, in the same write: the pod leaves the controller's watch as it is released.
     labels = objects.own_map(metadata, "labels")
-    if labels or any(op["path"] == "/metadata/labels" for op in patch):
+    if had_labels or any(op["path"] == "/metadata/labels" for op in patch):
         patch.append({"op": "add", "path": f"/metadata/labels/{_pointer(names.RELEASED_LABEL)}",
                       "value": "true"})  # fmt: skip
     else:

@@ -40,7 +40,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from webhook.core.ports import ApiFailure, Gone
-from webhook.shell.kube import Api, Kind
+from webhook.shell.kube import FIRST_PAGE, PAGE_BYTES, PAGE_SIZE, Api, Kind, next_page_limit
 
 log = logging.getLogger("autowrap")
 
@@ -50,10 +50,6 @@ Handler = Callable[[Obj | None, Obj | None], None]
 Transform = Callable[[Obj], Obj | None]
 
 LIST_TIMEOUT = 60.0
-PAGE_SIZE = 500
-# Pages are sized to hold about this many bytes (see the module docstring).
-FIRST_PAGE = 20
-PAGE_BYTES = 4 << 20
 WATCH_SECONDS = 300
 MAX_BACKOFF = 30.0
 # Handlers run on the serving loop: hand it back after this many objects of one page.
@@ -262,12 +258,7 @@ class Informer:
 
 
 def _next_limit(limit: int, items: int, size: int, most: int) -> int:
-    """The next page's limit: as many objects as the last page's average size fits in
-    ``PAGE_BYTES``, at least one, at most four times ``limit`` and at most ``most``."""
-    if not items or size <= 0:
-        return min(limit * 4, most)
-    fits = PAGE_BYTES * items // size
-    return max(1, min(fits, limit * 4, most))
+    return next_page_limit(limit, items, size, most, PAGE_BYTES)
 
 
 def _same_but_version(old: Obj, new: Obj) -> bool:

@@ -77,6 +77,27 @@ TOKEN_REVIEWS: Final = Kind("authentication.k8s.io", "v1", "tokenreviews", "Toke
 SELF_REVIEWS: Final = Kind("authentication.k8s.io", "v1", "selfsubjectreviews",
                            "SelfSubjectReview", namespaced=False)  # fmt: skip
 
+# Lists are paged (``limit``/``continue``) and pages sized by bytes: the first asks for
+# ``FIRST_PAGE`` objects, each next one for as many as the last page's average size fits in
+# ``PAGE_BYTES`` (``next_page_limit``), so objects filled up to the apiserver's 1.5 MiB never
+# arrive hundreds at once.
+PAGE_SIZE: Final = 500
+FIRST_PAGE: Final = 20
+PAGE_BYTES: Final = 4 << 20
+
+
+def next_page_limit(limit: int, items: int, size: int, most: int, budget: int = PAGE_BYTES) -> int:
+    """The next page's limit: as many objects as the last page's average size fits in
+    ``budget`` bytes, at least one, at most four times ``limit`` and at most ``most``."""
+    if not items or size <= 0:
+        return min(limit * 4, most)
+    fits = budget * items // size
+    return max(1, min(fits, limit * 4, most))
+
+
+Kept = list[dict[str, Any]]  # objects as a ``list_kept`` reader keeps them
+
+
 CONFIGMAPS: Final = Kind("", "v1", "configmaps", "ConfigMap")
 DEPLOYMENTS: Final = Kind("apps", "v1", "deployments", "Deployment")
 ENDPOINT_SLICES: Final = Kind("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice")
@@ -224,6 +245,11 @@ CONNECT_SECONDS: Final = 10.0
 KEEPALIVE_IDLE: Final = 15
 KEEPALIVE_INTERVAL: Final = 5
 KEEPALIVE_PROBES: Final = 3
+
+
+def _each_kept(items: list[Any], keep: Callable[[dict[str, Any]], dict[str, Any] | None]) -> Kept:
+    """What ``keep`` makes of each object of a page (no reference to any left once it returns)."""
+    return [cut for item in items if isinstance(item, dict) and (cut := keep(item)) is not None]
 
 
 def _rbac_forbidden(exc: ApiFailure) -> bool:
@@ -495,6 +521,40 @@ class Api:
             f"list {kind.plural}", "GET", kind.path(namespace), timeout=timeout, query=query,
             accept=METADATA_LIST_ACCEPT if metadata_only else "application/json",
         )  # fmt: skip
+
+    async def list_kept(
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        *,
+        timeout: float,
+        labels: str = "",
+        keep: Callable[[dict[str, Any]], dict[str, Any] | None],
+        first_page: int = FIRST_PAGE,
+    ) -> Kept:
+        """Every object of a LIST, each cut by ``keep`` (or dropped: None) as soon as its page
+        is decoded, so that what is held at a time is one page and what ``keep`` returns,
+        whatever the objects carry. Pages are sized by bytes (``next_page_limit``) as the
+        informers' are, from ``first_page`` objects, and each has ``timeout``; a continue token the apiserver no longer
+        honours (410) starts the list over, as client-go's pager does (tools/pager/pager.go)."""
+        while True:
+            kept: Kept = []
+            token, limit = "", min(first_page, FIRST_PAGE)
+            try:
+                while True:
+                    page, size = await self.list_page(kind, namespace, timeout=timeout,
+                                                      labels=labels, limit=limit,
+                                                      continue_token=token)  # fmt: skip
+                    items = page.pop("items", None) or []
+                    limit = next_page_limit(limit, len(items), size, PAGE_SIZE)
+                    kept += _each_kept(items, keep)
+                    del items  # the page goes before the next arrives
+                    token = str(objects.as_map(page.get("metadata")).get("continue") or "")
+                    if not token:
+                        return kept
+            except Gone:
+                if not token:
+                    raise
 
     async def create(
         self,
