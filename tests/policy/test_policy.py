@@ -150,38 +150,41 @@ def test_the_shipped_policies_load_together():
     assert {"default", "team-a", "research-audit"} <= names
 
 
+# Named so that the alphabetical tie-break of ``match`` always picks a policy other than the
+# one expected: a case passes only if specificity, not name order, decided it.
 SET = policy_set(
-    policy("all").names("*").exclude("kube-*"),
-    policy("teams").names("team-*"),
-    policy("team-a-glob").names("team-a-*"),
-    policy("team-a").names("team-a"),
-    policy("gpu").names().selector({"hardware": "gpu"}),
-    policy("gpu-research").names().selector({"hardware": "gpu", "tier": "research"}),
+    policy("a-all").names("*").exclude("kube-*"),
+    policy("b-gpu").names().selector({"hardware": "gpu"}),
+    policy("c-teams").names("team-*"),
+    policy("d-team-a-glob").names("team-a-*"),
+    policy("e-team-a").names("team-a"),
+    policy("f-gpu-research").names().selector({"hardware": "gpu", "tier": "research"}),
 )
 
 
 @pytest.mark.parametrize(
     ("ns", "labels", "want"),
     [
-        pytest.param("team-a", {}, "team-a", id="an exact name beats every glob"),
-        pytest.param("team-a-dev", {}, "team-a-glob", id="a longer glob beats a shorter one"),
-        pytest.param("team-b", {}, "teams", id="a glob beats the catch-all"),
-        pytest.param("ml", {}, "all", id="the catch-all takes the rest"),
-        pytest.param("ml", {"hardware": "gpu"}, "gpu", id="a label selector beats the catch-all"),
-        pytest.param("team-b", {"hardware": "gpu"}, "teams", id="a name glob beats a selector"),
+        pytest.param("team-a", {}, "e-team-a", id="an exact name beats every glob"),
+        pytest.param("team-a-dev", {}, "d-team-a-glob", id="a longer glob beats a shorter one"),
+        pytest.param("team-b", {}, "c-teams", id="a glob beats the catch-all"),
+        pytest.param("ml", {}, "a-all", id="the catch-all takes the rest"),
+        pytest.param("ml", {"hardware": "gpu"}, "b-gpu", id="a label selector beats the catch-all"),
+        pytest.param("team-b", {"hardware": "gpu"}, "c-teams", id="a name glob beats a selector"),
         pytest.param(
             "lab",
             {"hardware": "gpu", "tier": "research"},
-            "gpu-research",
+            "f-gpu-research",
             id="the selector with more requirements wins",
         ),
         pytest.param("kube-system", {}, None, id="an excluded namespace matches nothing"),
-        pytest.param("kube-system", {"hardware": "gpu"}, "gpu", id="a selector still covers it"),
+        pytest.param("kube-system", {"hardware": "gpu"}, "b-gpu", id="a selector still covers it"),
     ],
 )
 def test_most_specific_policy_wins(ns, labels, want):
     match = SET.match(ns, labels)
     assert (match.policy.name if match else None) == want
+    assert match is None or "equally specific" not in match.reason
 
 
 def test_more_selector_requirements_win():
@@ -301,8 +304,8 @@ def test_an_empty_accelerator_list_is_refused():
 def test_the_reason_says_why_and_where_from():
     match = SET.match("team-a", {})
     assert match is not None
-    assert match.reason.startswith("policy 'team-a' (team-a.yaml) names 'team-a' explicitly")
-    assert "less specific" in match.reason and "'all'" in match.reason
+    assert match.reason.startswith("policy 'e-team-a' (e-team-a.yaml) names 'team-a' explicitly")
+    assert "less specific" in match.reason and "'a-all'" in match.reason
 
 
 def test_shipped_policies_pick_team_a_for_team_a_and_research_by_label():

@@ -15,7 +15,11 @@ from tests.builders import appwrapper, context, pod, policy, volcano_job
 from webhook.core import engine
 
 POLICY = policy().queues(default="q")
-CONTAINER = {"name": "c", "image": "busybox", "command": ["sh", "-c", "sleep 10"]}
+
+
+def _container():
+    """A fresh container each time: a test that breaks one must not break the next test's."""
+    return {"name": "c", "image": "busybox", "command": ["sh", "-c", "sleep 10"]}
 
 
 def _admit(aw):
@@ -36,7 +40,7 @@ def _pod_yaml(name="p"):
         "metadata": {"name": name},
         "spec": {
             "restartPolicy": "Never",
-            "containers": [{**CONTAINER, "resources": {"requests": {"cpu": "100m"}}}],
+            "containers": [{**_container(), "resources": {"requests": {"cpu": "100m"}}}],
         },
     }
 
@@ -49,7 +53,7 @@ def _deployment(replicas=4):
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": {"app": "d"}},
-            "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [CONTAINER]}},
+            "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [_container()]}},
         },
     }
 
@@ -67,7 +71,7 @@ def _jobset(jobs=2):
                     "template": {
                         "spec": {
                             "parallelism": 2,
-                            "template": {"spec": {"containers": [CONTAINER]}},
+                            "template": {"spec": {"containers": [_container()]}},
                         }
                     },
                 }
