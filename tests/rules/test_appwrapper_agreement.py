@@ -53,7 +53,10 @@ def _deployment(replicas=4):
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": {"app": "d"}},
-            "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [_container()]}},
+            "template": {
+                "metadata": {"labels": {"app": "d"}},
+                "spec": {"containers": [_container()]},
+            },
         },
     }
 
