@@ -99,6 +99,14 @@ class Cluster:
 
         await self.sims.settle(idle=quiet, timeout=timeout, rounds=500)
 
+    async def sees_namespace(self, namespace: str, labels: Mapping[str, str]) -> bool:
+        """Whether autowrap's server reads these labels on the namespace, the way admission
+        reads them (its watch-backed cache follows the API a moment behind)."""
+        client = self.running.state.cluster
+        assert client is not None
+        found = await client.namespace_labels(namespace, timeout=5.0)
+        return labels.items() <= found.items()
+
     def caught_up(self) -> bool:
         for informer in self.controller.informers:
             res = next(r for r in ALL if (r.group, r.plural) == (informer.kind.group,

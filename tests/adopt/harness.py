@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from testbed.cluster.cluster import FakeCluster
 from testbed.cluster.resources import (
@@ -28,13 +28,13 @@ from testbed.cluster.resources import (
 )
 from testbed.sim.kueue import admitted_workload
 from tests.builders import context, policy_set
+from tests.support.waiting import eventually as eventually  # the adopt tests import it here
 from webhook.controller import Controller, Settings
 from webhook.core import adoption, engine
 from webhook.core.policy import PolicySet
 from webhook.model import names
 from webhook.shell.kube import KubeClient
 
-T = TypeVar("T")
 Obj = dict[str, Any]
 NAMESPACE = "ml"
 QUEUE = "team-queue"
@@ -65,19 +65,6 @@ def prepared(obj: Obj, *, user: str = "alice") -> Obj:
     outcome = engine.admit(copy.deepcopy(obj), context(ns=NAMESPACE, user=user))
     assert outcome.action is engine.Action.WRAP, outcome.reason
     return adoption.prepare(obj, outcome, user=user)
-
-
-async def eventually(check: Callable[[], T | None], *, timeout: float = 20.0, what: str = "") -> T:
-    """The first truthy value of ``check``, polled until ``timeout`` (then the test fails)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if loop.time() > deadline:
-            raise AssertionError(f"not reached within {timeout}s: {what or check}")
-        await asyncio.sleep(0.02)
 
 
 @dataclass

@@ -10,7 +10,8 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-from tests.adopt.harness import NAMESPACE, adopting, eventually, vcjob
+from tests.adopt.harness import NAMESPACE, adopting, vcjob
+from tests.support.waiting import eventually
 from webhook.controller.events import Recorder
 from webhook.controller.reconcile import Reconciler
 from webhook.model import names
