@@ -26,6 +26,7 @@ from testbed.cluster.resources import (
     WORKLOADS,
     Resource,
 )
+from testbed.jobs import training_job
 from testbed.sim.kueue import admitted_workload
 from tests.builders import context, policy_set
 from tests.support.waiting import eventually as eventually  # the adopt tests import it here
@@ -42,22 +43,7 @@ MERGE = "application/merge-patch+json"
 
 
 def vcjob(name: str = "train", *, workers: int = 3, image: str = "torch:2.4") -> Obj:
-    def template() -> Obj:
-        return {"spec": {"restartPolicy": "Never", "containers": [
-            {"name": "trainer", "image": image, "resources": {"limits": {"nvidia.com/gpu": 8}}}]}}  # fmt: skip
-
-    return {
-        "apiVersion": "batch.volcano.sh/v1alpha1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {names.QUEUE_LABEL: QUEUE}},
-        "spec": {
-            "schedulerName": "volcano",
-            "tasks": [
-                {"name": "master", "replicas": 1, "template": template()},
-                {"name": "worker", "replicas": workers, "template": template()},
-            ],
-        },
-    }
+    return training_job(name, namespace=NAMESPACE, queue=QUEUE, workers=workers, image=image)
 
 
 def prepared(obj: Obj, *, user: str = "alice") -> Obj:
