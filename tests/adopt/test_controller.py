@@ -308,8 +308,9 @@ async def test_an_earlier_appwrapper_of_the_same_name_is_waited_for_never_reused
             ),
             what="waiting status",
         )
+        [event] = await eventually(lambda: cluster.events("WaitingForEarlierAppWrapper"))
+        assert event["type"] == "Warning" and event["message"] == waiting
         assert "of an earlier Job of the same name is Succeeded" in waiting
-        assert "kubectl delete appwrapper train -n ml" in waiting
         assert cluster.job()["metadata"]["labels"][names.ADOPTION_LABEL] == "pending"  # type: ignore[index]
 
         # As the status says: this Job first (the AppWrapper controller would delete it by name
@@ -375,6 +376,8 @@ async def test_a_teammates_copy_of_the_appwrapper_is_never_adopted_nor_removed(
             .get(names.STATUS_ANNOTATION),
             what="status",
         )  # fmt: skip
+        [event] = await eventually(lambda: cluster.events("AdoptionFailed"))
+        assert event["type"] == "Warning" and event["message"] == status
         assert "AppWrapper ml/train already exists and was created by bob" in status
         job = cluster.job()
         assert job is not None and job["metadata"]["labels"][names.ADOPTION_LABEL] == "pending"
@@ -503,6 +506,8 @@ async def test_an_object_admission_did_not_prepare_is_not_adopted(tmp_path: Path
         status = await eventually(
             lambda: (cluster.job() or {}).get("metadata", {}).get("annotations", {})
             .get(names.STATUS_ANNOTATION), what="status")  # fmt: skip
+        [event] = await eventually(lambda: cluster.events("AdoptionFailed"))
+        assert event["type"] == "Warning" and event["message"] == status
         assert "autowrap's admission did not prepare it" in status
         assert cluster.appwrapper() is None
 
