@@ -18,17 +18,20 @@ from webhook.model import names
 from webhook.shell.kube import KubeClient, object_kinds
 
 
-def _adopted(job: dict | None) -> bool:
-    return bool(job) and job["metadata"]["labels"].get(names.ADOPTION_LABEL) == "adopted"
-
-
 async def test_a_cached_terminating_object_does_not_release_the_live_one_of_its_name(
     tmp_path: Path,
 ) -> None:
     async with adopting(tmp_path) as cluster:
         cluster.store_job(vcjob(workers=1))
         controller = await cluster.start_controller()
-        live = await eventually(lambda: _adopted(cluster.job()) and cluster.job(), what="adopted")
+        live = await eventually(
+            lambda: (
+                (job := cluster.job())
+                and job["metadata"]["labels"].get(names.ADOPTION_LABEL) == "adopted"
+                and job
+            ),
+            what="adopted",
+        )
         # Queued: the AppWrapper is Suspended and the Job keeps its finalizer until it runs.
         cluster.set_phase("Suspended")
         await eventually(controller.idle, what="controller idle")
