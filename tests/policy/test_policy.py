@@ -219,6 +219,8 @@ def test_the_namespace_name_label_is_always_known_to_selectors():
         pytest.param("NotIn", ["a"], {}, True, id="NotIn matches a missing key"),
         pytest.param("NotIn", ["a"], {"k": "a"}, False, id="NotIn refuses a listed value"),
         pytest.param("Exists", [], {"k": ""}, True, id="Exists matches an empty value"),
+        pytest.param("Exists", [], {}, False, id="Exists needs the key"),
+        pytest.param("DoesNotExist", [], {}, True, id="DoesNotExist matches a missing key"),
         pytest.param("DoesNotExist", [], {"k": "x"}, False, id="DoesNotExist refuses the key"),
     ],
 )
@@ -240,12 +242,23 @@ def test_names_and_selector_must_both_match():
 @pytest.mark.parametrize(
     ("first", "second", "what"),
     [
-        pytest.param(policy("zeta").names("ml"), policy("alpha").names("ml"), "'ml'", id="a name"),
+        pytest.param(
+            policy("zeta").names("ml"),
+            policy("alpha").names("ml"),
+            "the namespace name 'ml'",
+            id="a name",
+        ),
         pytest.param(policy("a").names("*"), policy("b").names("*"), "'*'", id="two catch-alls"),
+        pytest.param(
+            policy("a").names("team-?").selector({"gpu": "yes"}),
+            policy("b").names("team-?").selector({"gpu": "yes"}),
+            "'team-?'",
+            id="a glob with equal selectors",
+        ),
         pytest.param(
             policy("a").names().selector({"gpu": "yes"}),
             policy("b").names().selector({"gpu": "yes"}),
-            "label selectors",
+            "the namespaces their (identical) label selectors match",
             id="equal selectors",
         ),
     ],
@@ -254,8 +267,17 @@ def test_two_policies_equally_specific_for_a_namespace_are_refused_at_load(first
     with pytest.raises(PolicyError) as info:
         policy_set(first, second)
     message = str(info.value)
-    assert "equally specifically" in message and what in message
+    assert f"both select {what} equally specifically" in message
     assert "make one more specific" in message
+
+
+def test_a_selector_alone_and_the_same_selector_with_a_name_are_no_tie():
+    pols = policy_set(
+        policy("a").names().selector({"gpu": "yes"}),
+        policy("b").names("ml").selector({"gpu": "yes"}),
+    )
+    assert pols.match("ml", {"gpu": "yes"}).policy.name == "b"
+    assert pols.match("lab", {"gpu": "yes"}).policy.name == "a"
 
 
 def test_an_excluded_name_is_no_tie():
