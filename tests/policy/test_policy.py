@@ -101,6 +101,25 @@ def test_loading_errors_name_the_file_and_the_field(doc, field):
     assert f" {field}" in message or f": {field}" in message, message
 
 
+@pytest.mark.parametrize(
+    ("doc", "says"),
+    [
+        pytest.param(
+            policy().ft_defaults(retryLimit="many").build(),
+            "retryLimit must be a non-negative integer, got 'many'",
+            id="a default retry limit that is not a number",
+        ),
+        pytest.param(
+            policy().ft_caps(retryableExitCodes="1").build(),
+            "retryableExitCodes takes no cap",
+            id="a cap on exit codes",
+        ),
+    ],
+)
+def test_a_fault_tolerance_mistake_says_what_is_wrong(doc, says):
+    assert says in _load_error(doc)
+
+
 def test_a_document_in_a_multi_document_file_is_named():
     text = policy("a").yaml() + "---\n" + policy("b").set(wrap="Never").yaml()
     assert _load_error(text).startswith("team.yaml (document 2): spec.wrap")
@@ -327,6 +346,11 @@ def test_the_reason_says_why_and_where_from():
     match = SET.match("team-a", {})
     assert match is not None
     assert match.reason.startswith("policy 'e-team-a' (e-team-a.yaml) names 'team-a' explicitly")
+    by_glob = SET.match("team-a-dev", {})
+    assert by_glob is not None
+    assert by_glob.reason.startswith(
+        "policy 'd-team-a-glob' (d-team-a-glob.yaml) matches it by name"
+    )
     assert "less specific" in match.reason and "'a-all'" in match.reason
 
 

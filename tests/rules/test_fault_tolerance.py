@@ -20,6 +20,8 @@ def _path(key):
     ("key", "value", "want"),
     [
         pytest.param("retryLimit", "3", [], id="a retry limit within the cap"),
+        pytest.param("retryLimit", "5", [], id="a retry limit at the cap"),
+        pytest.param("warmupGracePeriodDuration", "60m", [], id="a duration at the cap"),
         pytest.param("retryLimit", "6", [(_path("retryLimit"), "error")], id="over the cap"),
         pytest.param("retryLimit", "three", [(_path("retryLimit"), "error")], id="not a number"),
         pytest.param("warmupGracePeriodDuration", "45m", [], id="a duration within the cap"),
