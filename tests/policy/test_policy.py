@@ -9,6 +9,7 @@ import yaml
 
 from tests.builders import policy, policy_set
 from webhook.core.policy import PolicyError, build, parse
+from webhook.core.policy import match as best_match
 from webhook.shell import policyfiles
 
 REPO = Path(__file__).resolve().parents[2]
@@ -170,7 +171,9 @@ def test_the_shipped_policies_load_together():
 
 
 # Named so that the alphabetical tie-break of ``match`` always picks a policy other than the
-# one expected: a case passes only if specificity, not name order, decided it.
+# one expected: a case passes only if specificity, not name order, decided it. The cases call
+# ``match`` itself (``best_match``), not the set's memoised ``SET.match``: a memo filled by an earlier test
+# would answer for the code under test.
 SET = policy_set(
     policy("a-all").names("*").exclude("kube-*"),
     policy("b-gpu").names().selector({"hardware": "gpu"}),
@@ -201,7 +204,7 @@ SET = policy_set(
     ],
 )
 def test_most_specific_policy_wins(ns, labels, want):
-    match = SET.match(ns, labels)
+    match = best_match(SET, ns, labels)
     assert (match.policy.name if match else None) == want
     assert match is None or "equally specific" not in match.reason
 
@@ -343,10 +346,10 @@ def test_an_empty_accelerator_list_is_refused():
 
 
 def test_the_reason_says_why_and_where_from():
-    match = SET.match("team-a", {})
+    match = best_match(SET, "team-a", {})
     assert match is not None
     assert match.reason.startswith("policy 'e-team-a' (e-team-a.yaml) names 'team-a' explicitly")
-    by_glob = SET.match("team-a-dev", {})
+    by_glob = best_match(SET, "team-a-dev", {})
     assert by_glob is not None
     assert by_glob.reason.startswith(
         "policy 'd-team-a-glob' (d-team-a-glob.yaml) matches it by name"
@@ -418,3 +421,13 @@ def test_policy_mistakes_are_said_like_manifest_mistakes(fields, wanted):
     assert wanted in message
     for pydantic_words in ("Extra inputs", "Input should", "Field required", "Value error"):
         assert pydantic_words not in message
+
+
+def test_a_catch_all_glob_with_a_selector_is_as_specific_as_the_selector_alone():
+    pols = policy_set(
+        policy("a-star").names("*").selector({"gpu": "yes"}),
+        policy("b-selector").names().selector({"gpu": "yes"}),
+    )
+    found = best_match(pols, "ml", {"gpu": "yes"})
+    assert found is not None and found.policy.name == "a-star"
+    assert "equally specific: 'b-selector'" in found.reason
