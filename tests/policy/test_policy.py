@@ -431,3 +431,50 @@ def test_a_catch_all_glob_with_a_selector_is_as_specific_as_the_selector_alone()
     found = best_match(pols, "ml", {"gpu": "yes"})
     assert found is not None and found.policy.name == "a-star"
     assert "equally specific: 'b-selector'" in found.reason
+
+
+def test_the_reason_lists_every_less_specific_policy_in_order():
+    found = best_match(SET, "team-a", {})
+    assert found is not None
+    assert found.reason == (
+        "policy 'e-team-a' (e-team-a.yaml) names 'team-a' explicitly; "
+        "less specific: 'c-teams', 'a-all'"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        pytest.param("a: [", "x.yaml:1:5: not valid YAML", id="YAML that does not parse"),
+        pytest.param(
+            policy().set(wrap="Sometimes", enforcement="Warn").yaml(),
+            "spec.wrap: 'Sometimes' is not allowed; use 'OptIn' or 'Always'; spec.enforcement:",
+            id="every problem of a document, one after the other",
+        ),
+    ],
+)
+def test_a_policy_that_does_not_load_says_where_and_why(text, says):
+    with pytest.raises(PolicyError) as info:
+        parse(text, source="x.yaml")
+    assert says in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "loads"),
+    [
+        pytest.param("a" * 63, True, id="a name of 63 characters"),
+        pytest.param("a" * 64, False, id="a name of 64 characters"),
+        pytest.param("a" * 70 + "*", True, id="a long glob with a star"),
+        pytest.param("[ab]" * 20, True, id="a long glob with a character class"),
+        pytest.param("", False, id="an empty name"),
+    ],
+)
+def test_a_name_no_namespace_could_have_is_refused_at_load(pattern, loads):
+    doc = policy("p").names(pattern).yaml()
+    if loads:
+        assert parse(doc, source="p.yaml")
+        return
+    with pytest.raises(PolicyError) as info:
+        parse(doc, source="p.yaml")
+    assert "spec.namespaces.names" in str(info.value)
+    assert ("at most 63 characters" if pattern else 'it is empty; use "*"') in str(info.value)

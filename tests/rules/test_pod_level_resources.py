@@ -103,6 +103,20 @@ SIDECAR = {"restartPolicy": "Always", "resources": _cpu("1")}
             id="hugepages are checked at pod level",
         ),
         pytest.param(
+            {"requests": {"ephemeral-storage": "1Gi", "cpu": "1"}},
+            [_cpu("2")],
+            (),
+            [f"{SPEC}.resources.requests[cpu]"],
+            id="a resource not compared is skipped, not the end of the comparison",
+        ),
+        pytest.param(
+            _cpu("500m"),
+            [_cpu("500m"), None],
+            (),
+            [],
+            id="a container asking nothing adds nothing",
+        ),
+        pytest.param(
             {"requests": {"ephemeral-storage": "1Gi"}},
             [{"requests": {"ephemeral-storage": "2Gi"}}],
             (),
