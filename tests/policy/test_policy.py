@@ -478,3 +478,26 @@ def test_a_name_no_namespace_could_have_is_refused_at_load(pattern, loads):
         parse(doc, source="p.yaml")
     assert "spec.namespaces.names" in str(info.value)
     assert ("at most 63 characters" if pattern else 'it is empty; use "*"') in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("policies", "labels", "reason"),
+    [
+        pytest.param(
+            [policy("all").names("*")],
+            {},
+            "policy 'all' (all.yaml) matches every namespace by name",
+            id="the catch-all",
+        ),
+        pytest.param(
+            [policy("both").names("m*").selector({"gpu": "yes"})],
+            {"gpu": "yes"},
+            "policy 'both' (both.yaml) matches it by name pattern and its label selector "
+            "(1 requirement(s)) matches",
+            id="a glob and a selector",
+        ),
+    ],
+)
+def test_the_reason_says_how_the_policy_selects(policies, labels, reason):
+    found = best_match(policy_set(*policies), "ml", labels)
+    assert found is not None and found.reason == reason
