@@ -311,6 +311,7 @@ def test_a_tie_only_some_namespaces_hit_is_named_as_one_in_the_reason():
     pols = policy_set(policy("zeta").names("ab-*"), policy("alpha").names("*-ab"))
     match = pols.match("ab-ab", {})
     assert match is not None and match.policy.name == "alpha"
+    assert match.reason.startswith("policy 'alpha' (alpha.yaml) matches it by name pattern; ")
     assert "equally specific: 'zeta' (chosen by name order only" in match.reason
     assert "less specific" not in match.reason
 
@@ -476,8 +477,12 @@ def test_a_name_no_namespace_could_have_is_refused_at_load(pattern, loads):
         return
     with pytest.raises(PolicyError) as info:
         parse(doc, source="p.yaml")
-    assert "spec.namespaces.names" in str(info.value)
-    assert ("at most 63 characters" if pattern else 'it is empty; use "*"') in str(info.value)
+    assert "spec.namespaces.names: [0]" in str(info.value)
+    assert str(info.value).endswith(
+        "can never match a namespace: namespace names have at most 63 characters"
+        if pattern
+        else 'can never match a namespace: it is empty; use "*" for every namespace'
+    )
 
 
 @pytest.mark.parametrize(
