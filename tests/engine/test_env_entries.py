@@ -34,6 +34,7 @@ def _ref(path: str) -> dict:
         pytest.param(
             _ref("metadata.name"), {"value": "metadata.name"}, False, id="a ref and a value"
         ),
+        pytest.param(_ref("metadata.name"), {}, False, id="a ref and nothing"),
         pytest.param(
             {"valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}},
             {"valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}},
