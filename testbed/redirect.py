@@ -18,6 +18,7 @@ from typing import Any
 from testbed import prerequisites
 from testbed.apiserver import AdmissionResult, ApiserverEmulator, UserInfo
 from testbed.cluster.cluster import FakeCluster
+from testbed.jobs import training_job
 from testbed.pki import ServingPki
 from testbed.policies import in_mode
 from webhook import app
@@ -165,28 +166,10 @@ async def start_cluster(
 # --- what users create ------------------------------------------------------------------------
 
 
-def _container() -> Obj:
-    return {"name": "trainer", "image": "torch:2.4", "resources": {"limits": {"nvidia.com/gpu": 8}}}
-
-
 def vcjob(name: str = "train", *, workers: int = 3, labels: dict[str, str] | None = None) -> Obj:
-    return {
-        "apiVersion": "batch.volcano.sh/v1alpha1",
-        "kind": "Job",
-        "metadata": {
-            "name": name,
-            "namespace": NAMESPACE,
-            "labels": labels if labels is not None else {names.QUEUE_LABEL: QUEUE},
-        },
-        "spec": {
-            "tasks": [
-                {"name": "master", "replicas": 1,
-                 "template": {"spec": {"restartPolicy": "Never", "containers": [_container()]}}},
-                {"name": "worker", "replicas": workers,
-                 "template": {"spec": {"restartPolicy": "Never", "containers": [_container()]}}},
-            ]
-        },
-    }  # fmt: skip
+    """A training Job as a user writes it (``schedulerName`` left to Volcano's defaulting)."""
+    return training_job(name, namespace=NAMESPACE, queue=QUEUE, workers=workers, labels=labels,
+                        scheduler=False)  # fmt: skip
 
 
 def pod(name: str = "notebook") -> Obj:

@@ -20,6 +20,7 @@ from testbed.cluster.cluster import AUTOWRAP_TOKEN, FakeCluster
 from testbed.cluster.common import ServingTLS, write_kubeconfig
 from testbed.cluster.rbac import OWNER_REFERENCES_COMPONENT
 from testbed.cluster.resources import ALL, APPWRAPPERS, EVENTS, LOCALQUEUES, PODS, VCJOBS
+from testbed.jobs import training_job
 from testbed.pki import ServingPki
 from testbed.policies import in_mode
 from testbed.redirect import REPO, cel_predicates, webhook_configurations
@@ -47,23 +48,8 @@ FLAVORS = {
 
 
 def vcjob(name: str = "train", *, masters: int = 1, workers: int = 3, gpus: int = 8) -> Obj:
-    def template() -> Obj:
-        container = {"name": "trainer", "image": "torch:2.4", "command": ["torchrun", "train.py"],
-                     "resources": {"limits": {"nvidia.com/gpu": gpus}}}  # fmt: skip
-        return {"spec": {"restartPolicy": "Never", "containers": [container]}}
-
-    return {
-        "apiVersion": "batch.volcano.sh/v1alpha1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {names.QUEUE_LABEL: QUEUE}},
-        "spec": {
-            "schedulerName": "volcano",
-            "tasks": [
-                {"name": "master", "replicas": masters, "template": template()},
-                {"name": "worker", "replicas": workers, "template": template()},
-            ],
-        },
-    }
+    return training_job(name, namespace=NAMESPACE, queue=QUEUE, masters=masters, workers=workers,
+                        gpus=gpus, command=["torchrun", "train.py"])  # fmt: skip
 
 
 def bare_pod(name: str = "notebook") -> Obj:
@@ -99,6 +85,14 @@ class Cluster:
             )
 
         await self.sims.settle(idle=quiet, timeout=timeout, rounds=500)
+
+    async def sees_namespace(self, namespace: str, labels: Mapping[str, str]) -> bool:
+        """Whether autowrap's server reads these labels on the namespace, the way admission
+        reads them (its watch-backed cache follows the API a moment behind)."""
+        client = self.running.state.cluster
+        assert client is not None
+        found = await client.namespace_labels(namespace, timeout=5.0)
+        return labels.items() <= found.items()
 
     def caught_up(self) -> bool:
         for informer in self.controller.informers:

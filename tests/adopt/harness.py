@@ -14,7 +14,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from testbed.cluster.cluster import FakeCluster
 from testbed.cluster.resources import (
@@ -27,15 +27,16 @@ from testbed.cluster.resources import (
     WORKLOADS,
     Resource,
 )
+from testbed.jobs import training_job
 from testbed.sim.kueue import admitted_workload
 from tests.builders import context, policy_set
+from tests.support.waiting import eventually as eventually  # the adopt tests import it here
 from webhook.controller import Controller, Settings
 from webhook.core import adoption, engine
 from webhook.core.policy import PolicySet
 from webhook.model import names
 from webhook.shell.kube import KubeClient
 
-T = TypeVar("T")
 Obj = dict[str, Any]
 NAMESPACE = "ml"
 QUEUE = "team-queue"
@@ -43,22 +44,7 @@ MERGE = "application/merge-patch+json"
 
 
 def vcjob(name: str = "train", *, workers: int = 3, image: str = "torch:2.4") -> Obj:
-    def template() -> Obj:
-        return {"spec": {"restartPolicy": "Never", "containers": [
-            {"name": "trainer", "image": image, "resources": {"limits": {"nvidia.com/gpu": 8}}}]}}  # fmt: skip
-
-    return {
-        "apiVersion": "batch.volcano.sh/v1alpha1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {names.QUEUE_LABEL: QUEUE}},
-        "spec": {
-            "schedulerName": "volcano",
-            "tasks": [
-                {"name": "master", "replicas": 1, "template": template()},
-                {"name": "worker", "replicas": workers, "template": template()},
-            ],
-        },
-    }
+    return training_job(name, namespace=NAMESPACE, queue=QUEUE, workers=workers, image=image)
 
 
 def prepared(obj: Obj, *, user: str = "alice") -> Obj:
@@ -66,19 +52,6 @@ def prepared(obj: Obj, *, user: str = "alice") -> Obj:
     outcome = engine.admit(copy.deepcopy(obj), context(ns=NAMESPACE, user=user))
     assert outcome.action is engine.Action.WRAP, outcome.reason
     return adoption.prepare(obj, outcome, user=user)
-
-
-async def eventually(check: Callable[[], T | None], *, timeout: float = 20.0, what: str = "") -> T:
-    """The first truthy value of ``check``, polled until ``timeout`` (then the test fails)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if loop.time() > deadline:
-            raise AssertionError(f"not reached within {timeout}s: {what or check}")
-        await asyncio.sleep(0.02)
 
 
 @dataclass

@@ -3,7 +3,6 @@ request line, written on the AppWrapper and raised as an Event on the adopted ob
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from testbed.cluster.resources import EVENTS, VCJOBS
 from testbed.pki import ServingPki
 from testbed.redirect import REPO, start_cluster
 from tests.adopt.cluster import ALICE, NAMESPACE, running_cluster, vcjob
+from tests.support.waiting import eventually
 from webhook.core import audit, engine
 from webhook.core.policy import PolicySet
 from webhook.model import names
@@ -68,8 +68,9 @@ async def test_an_audited_job_is_counted_logged_annotated_and_raises_an_event(
 ) -> None:
     caplog.set_level(logging.INFO, logger="autowrap")
     async with running_cluster(webhook_pki, tmp_path, pods=False) as cluster:
-        cluster.api.add_namespace(NAMESPACE, {"autowrap.io/tier": "research"})
-        await asyncio.sleep(0.5)  # the server's namespace cache follows a watch
+        tier = {"autowrap.io/tier": "research"}
+        cluster.api.add_namespace(NAMESPACE, tier)
+        await eventually(lambda: cluster.sees_namespace(NAMESPACE, tier), what="namespace labels")
         capsys.readouterr()
         await cluster.api.create(VCJOBS, _audited_job(), user=ALICE)
         await cluster.settle()

@@ -14,10 +14,21 @@ from testbed.apiserver import UserInfo
 from testbed.cluster.patches import MERGE_PATCH as MERGE
 from testbed.cluster.resources import APPWRAPPERS, LEASES, PODS, VCJOBS
 from tests.adopt.harness import NAMESPACE, QUEUE, adopting, eventually, prepared, vcjob
+from webhook.controller import Controller
 from webhook.core import adoption
 from webhook.model import names
 
 BOB = UserInfo(username="bob", uid="bob-uid", groups=("system:authenticated",))
+
+
+def _seen(controller: Controller, appwrapper: dict) -> bool:
+    """The controller has this write of the AppWrapper (or a later one) in its cache and no work
+    left: whatever the write would make it do is done. (The fake API's resourceVersions are
+    increasing integers.)"""
+    informer = next(i for i in controller.informers if i.kind.plural == "appwrappers")
+    cached = informer.get(NAMESPACE, appwrapper["metadata"]["name"]) or {}
+    version = int(cached.get("metadata", {}).get("resourceVersion") or 0)
+    return version >= int(appwrapper["metadata"]["resourceVersion"]) and controller.idle()
 
 
 def _adopted(job: dict | None) -> bool:
@@ -92,7 +103,9 @@ async def test_admission_releases_every_gated_pod_with_kueues_placement(tmp_path
         await eventually(released, what="late pod released")
 
 
-async def test_released_pods_leave_the_controllers_watch(tmp_path: Path) -> None:
+async def test_released_pods_leave_the_controllers_watch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A released pod is labelled released in the same write, so the writes that follow (the
     scheduler's binding, the kubelet's status) reach no informer and wake no reconcile."""
     async with adopting(tmp_path) as cluster:
@@ -110,12 +123,30 @@ async def test_released_pods_leave_the_controllers_watch(tmp_path: Path) -> None
         await eventually(lambda: not pods_informer.items(), what="released pods uncached")
         await eventually(controller.idle, what="controller idle")
 
-        before = controller.reconciles
+        keys: list[tuple[str, str]] = []
+        reconcile = controller.reconciler.reconcile
+
+        async def recorded(key: tuple[str, str]) -> object:
+            keys.append(key)
+            return await reconcile(key)
+
+        monkeypatch.setattr(controller.reconciler, "reconcile", recorded)
         for pod in cluster.pods():
             pod["status"] = {"phase": "Running", "podIP": "10.0.0.9"}
             cluster.api.store.update(PODS, pod)
-        await asyncio.sleep(0.5)
-        assert controller.reconciles == before
+        # A gated pod of another AppWrapper, written after them: the pods watch delivers in
+        # resourceVersion order, so once it is cached and handled, any event of the writes
+        # above would have been too.
+        sentinel = {"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": "sentinel", "namespace": NAMESPACE,
+                                 "labels": {names.APPWRAPPER_LABEL: "sentinel"},
+                                 "annotations": cluster.pods()[0]["metadata"]["annotations"]},
+                    "spec": {"schedulingGates": [{"name": names.ADMISSION_GATE}],
+                             "containers": [{"name": "c", "image": "busybox"}]}}  # fmt: skip
+        cluster.api.store.create(PODS, sentinel)
+        await eventually(lambda: (NAMESPACE, "sentinel") in keys and controller.idle(),
+                         what="the later write handled")  # fmt: skip
+        assert (NAMESPACE, "train") not in keys
 
 
 async def test_pods_beyond_the_admitted_count_stay_gated_and_say_why(tmp_path: Path) -> None:
@@ -152,10 +183,11 @@ async def test_a_forged_admission_on_the_appwrapper_releases_nothing(tmp_path: P
         aw = cluster.appwrapper()
         components = aw["spec"]["components"]
         components[0]["podSetInfos"] = [{"nodeSelector": {"pool": "mine"}}] * 2
-        cluster.api.store.patch(APPWRAPPERS, NAMESPACE, "train",
-                                {"spec": {"suspend": False, "components": components}}, MERGE)  # fmt: skip
-        await asyncio.sleep(1.0)
-        await eventually(lambda: cluster.controllers[0].idle(), what="idle")
+        forged = cluster.api.store.patch(APPWRAPPERS, NAMESPACE, "train",
+                                         {"spec": {"suspend": False, "components": components}},
+                                         MERGE)  # fmt: skip
+        await eventually(lambda: _seen(cluster.controllers[0], forged),
+                         what="the forged write seen and handled")  # fmt: skip
 
         assert all(p["spec"].get("schedulingGates") for p in cluster.pods())
 
@@ -282,8 +314,9 @@ async def test_an_earlier_appwrapper_of_the_same_name_is_waited_for_never_reused
             ),
             what="waiting status",
         )
+        [event] = await eventually(lambda: cluster.events("WaitingForEarlierAppWrapper"))
+        assert event["type"] == "Warning" and event["message"] == waiting
         assert "of an earlier Job of the same name is Succeeded" in waiting
-        assert "kubectl delete appwrapper train -n ml" in waiting
         assert cluster.job()["metadata"]["labels"][names.ADOPTION_LABEL] == "pending"  # type: ignore[index]
 
         # As the status says: this Job first (the AppWrapper controller would delete it by name
@@ -349,6 +382,8 @@ async def test_a_teammates_copy_of_the_appwrapper_is_never_adopted_nor_removed(
             .get(names.STATUS_ANNOTATION),
             what="status",
         )  # fmt: skip
+        [event] = await eventually(lambda: cluster.events("AdoptionFailed"))
+        assert event["type"] == "Warning" and event["message"] == status
         assert "AppWrapper ml/train already exists and was created by bob" in status
         job = cluster.job()
         assert job is not None and job["metadata"]["labels"][names.ADOPTION_LABEL] == "pending"
@@ -487,6 +522,8 @@ async def test_an_object_admission_did_not_prepare_is_not_adopted(tmp_path: Path
         status = await eventually(
             lambda: (cluster.job() or {}).get("metadata", {}).get("annotations", {})
             .get(names.STATUS_ANNOTATION), what="status")  # fmt: skip
+        [event] = await eventually(lambda: cluster.events("AdoptionFailed"))
+        assert event["type"] == "Warning" and event["message"] == status
         assert "autowrap's admission did not prepare it" in status
         assert cluster.appwrapper() is None
 

@@ -25,6 +25,7 @@ from testbed.apiserver import ApiserverEmulator, UserInfo, selector_matches
 from testbed.cluster.rbac import Rbac
 from testbed.pki import ServingPki
 from testbed.redirect import cel_predicates
+from tests.builders import VolcanoJobBuilder
 from webhook.cli import main as cli
 from webhook.core import kinds
 from webhook.model import names
@@ -258,14 +259,15 @@ MADE_UP_OWNER = _owner("v1", "ConfigMap")
 def vcjob(
     labels: dict[str, str] | None = None, owned: bool = False, owner: Obj | None = None
 ) -> Obj:
-    meta: Obj = {"name": "train", "namespace": "team-a", "labels": labels or {}}
+    job = VolcanoJobBuilder("train", ns="team-a").meta(labels=labels or {})
     if owned or owner is not None:
-        meta["ownerReferences"] = [owner or REAL_OWNER["Job"]]
-    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": meta}
+        job.meta(ownerReferences=[owner or REAL_OWNER["Job"]])
+    return job.build()
 
 
 def pod(labels: dict[str, str] | None = None, owned: bool = False, owner: Obj | None = None) -> Obj:
-    obj = {**vcjob(labels, owned, owner), "apiVersion": "v1", "kind": "Pod"}
+    job = vcjob(labels, owned, owner)
+    obj = {"apiVersion": "v1", "kind": "Pod", "metadata": job["metadata"]}
     if owned and owner is None:
         obj["metadata"] = {**obj["metadata"], "ownerReferences": [REAL_OWNER["Pod"]]}
     return obj

@@ -8,9 +8,11 @@ import asyncio
 import aiohttp
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
+from prometheus_client.parser import text_string_to_metric_families
 
 from testbed.redirect import Cluster
 from testbed.scenarios import LoadTally, load, rotate, served_certificate
+from tests.support.waiting import eventually
 from webhook.model import names
 
 ROTATIONS = 4
@@ -35,13 +37,16 @@ async def _readyz(cluster: Cluster) -> tuple[int, str]:
         return resp.status, await resp.text()
 
 
-async def _until(predicate: object, seconds: float = 10.0) -> None:
-    assert callable(predicate)
-    for _ in range(int(seconds / 0.05)):
-        if predicate():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("the server did not pick up the change in time")
+async def _failed_reloads(cluster: Cluster) -> float:
+    """autowrap_certificate_reloads_total{result="failed"}, as scraped."""
+    for family in text_string_to_metric_families(await _metrics(cluster)):
+        for sample in family.samples:
+            if (
+                sample.name == "autowrap_certificate_reloads_total"
+                and sample.labels.get("result") == "failed"
+            ):
+                return sample.value
+    return 0.0
 
 
 async def test_certificates_rotated_under_load_cause_no_failed_handshake(cluster: Cluster) -> None:
@@ -75,11 +80,12 @@ async def test_a_pair_caught_mid_rotation_never_breaks_the_live_certificate(
     before = cluster.state.tls.reloads
     scratch = write_pki(cluster.cert_dir.parent / "next", cluster.pki.dns_names, ca=cluster.pki.ca)
     (cluster.cert_dir / "tls.crt").write_bytes(scratch.cert_pem)  # the key is not written yet
-    await asyncio.sleep(0.6)  # several polls see the mismatched pair
+    # A poll has seen the mismatched pair and refused it (counted), and kept the live one.
+    await eventually(lambda: _failed_reloads(cluster), what="the mismatched pair refused")
 
     mid = await served_certificate(cluster.running.port, tls)
     (cluster.cert_dir / "tls.key").write_bytes(scratch.key_pem)
-    await _until(lambda: cluster.state.tls.reloads > before)
+    await eventually(lambda: cluster.state.tls.reloads > before, what="the new pair served")
     after = await served_certificate(cluster.running.port, tls)
 
     assert mid == x509.load_pem_x509_certificate(cluster.pki.cert_pem).public_bytes(DER)
@@ -100,17 +106,18 @@ async def test_policies_reloaded_mid_run_and_an_invalid_set_fail_no_request(
     digest = cluster.state.policy_digest
 
     default.write_text(default.read_text().replace("masterPort: 23456", "masterPort: 23457"))
-    await _until(lambda: cluster.state.policy_digest != digest)
+    await eventually(lambda: cluster.state.policy_digest != digest, what="the new policies")
     good = cluster.state.policies
     (cluster.policy_dir / "broken.yaml").write_text("apiVersion: autowrap.io/v1alpha1\nkind: Policy\n"
                                                      "metadata: {name: broken}\nspec: {wrap: Sometimes}\n")  # fmt: skip
-    await _until(lambda: bool(cluster.state.policy_error))
-    await asyncio.sleep(0.5)
+    await eventually(lambda: cluster.state.policy_error, what="the invalid set refused")
+    served = tally.requests
+    await eventually(lambda: tally.requests > served + 10, what="requests on the last good set")
     ready_status, ready_text = await _readyz(cluster)
     stale_metrics = await _metrics(cluster)
     served_while_stale = cluster.state.policies
     (cluster.policy_dir / "broken.yaml").unlink()
-    await _until(lambda: not cluster.state.policy_error)
+    await eventually(lambda: not cluster.state.policy_error, what="a valid set again")
     fresh_metrics = await _metrics(cluster)
     stop.set()
     await traffic

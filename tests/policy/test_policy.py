@@ -9,6 +9,7 @@ import yaml
 
 from tests.builders import policy, policy_set
 from webhook.core.policy import PolicyError, build, parse
+from webhook.core.policy import match as best_match
 from webhook.shell import policyfiles
 
 REPO = Path(__file__).resolve().parents[2]
@@ -101,6 +102,25 @@ def test_loading_errors_name_the_file_and_the_field(doc, field):
     assert f" {field}" in message or f": {field}" in message, message
 
 
+@pytest.mark.parametrize(
+    ("doc", "says"),
+    [
+        pytest.param(
+            policy().ft_defaults(retryLimit="many").build(),
+            "retryLimit must be a non-negative integer, got 'many'",
+            id="a default retry limit that is not a number",
+        ),
+        pytest.param(
+            policy().ft_caps(retryableExitCodes="1").build(),
+            "retryableExitCodes takes no cap",
+            id="a cap on exit codes",
+        ),
+    ],
+)
+def test_a_fault_tolerance_mistake_says_what_is_wrong(doc, says):
+    assert says in _load_error(doc)
+
+
 def test_a_document_in_a_multi_document_file_is_named():
     text = policy("a").yaml() + "---\n" + policy("b").set(wrap="Never").yaml()
     assert _load_error(text).startswith("team.yaml (document 2): spec.wrap")
@@ -150,38 +170,43 @@ def test_the_shipped_policies_load_together():
     assert {"default", "team-a", "research-audit"} <= names
 
 
+# Named so that the alphabetical tie-break of ``match`` always picks a policy other than the
+# one expected: a case passes only if specificity, not name order, decided it. The cases call
+# ``match`` itself (``best_match``), not the set's memoised ``SET.match``: a memo filled by an earlier test
+# would answer for the code under test.
 SET = policy_set(
-    policy("all").names("*").exclude("kube-*"),
-    policy("teams").names("team-*"),
-    policy("team-a-glob").names("team-a-*"),
-    policy("team-a").names("team-a"),
-    policy("gpu").names().selector({"hardware": "gpu"}),
-    policy("gpu-research").names().selector({"hardware": "gpu", "tier": "research"}),
+    policy("a-all").names("*").exclude("kube-*"),
+    policy("b-gpu").names().selector({"hardware": "gpu"}),
+    policy("c-teams").names("team-*"),
+    policy("d-team-a-glob").names("team-a-*"),
+    policy("e-team-a").names("team-a"),
+    policy("f-gpu-research").names().selector({"hardware": "gpu", "tier": "research"}),
 )
 
 
 @pytest.mark.parametrize(
     ("ns", "labels", "want"),
     [
-        pytest.param("team-a", {}, "team-a", id="an exact name beats every glob"),
-        pytest.param("team-a-dev", {}, "team-a-glob", id="a longer glob beats a shorter one"),
-        pytest.param("team-b", {}, "teams", id="a glob beats the catch-all"),
-        pytest.param("ml", {}, "all", id="the catch-all takes the rest"),
-        pytest.param("ml", {"hardware": "gpu"}, "gpu", id="a label selector beats the catch-all"),
-        pytest.param("team-b", {"hardware": "gpu"}, "teams", id="a name glob beats a selector"),
+        pytest.param("team-a", {}, "e-team-a", id="an exact name beats every glob"),
+        pytest.param("team-a-dev", {}, "d-team-a-glob", id="a longer glob beats a shorter one"),
+        pytest.param("team-b", {}, "c-teams", id="a glob beats the catch-all"),
+        pytest.param("ml", {}, "a-all", id="the catch-all takes the rest"),
+        pytest.param("ml", {"hardware": "gpu"}, "b-gpu", id="a label selector beats the catch-all"),
+        pytest.param("team-b", {"hardware": "gpu"}, "c-teams", id="a name glob beats a selector"),
         pytest.param(
             "lab",
             {"hardware": "gpu", "tier": "research"},
-            "gpu-research",
+            "f-gpu-research",
             id="the selector with more requirements wins",
         ),
         pytest.param("kube-system", {}, None, id="an excluded namespace matches nothing"),
-        pytest.param("kube-system", {"hardware": "gpu"}, "gpu", id="a selector still covers it"),
+        pytest.param("kube-system", {"hardware": "gpu"}, "b-gpu", id="a selector still covers it"),
     ],
 )
 def test_most_specific_policy_wins(ns, labels, want):
-    match = SET.match(ns, labels)
+    match = best_match(SET, ns, labels)
     assert (match.policy.name if match else None) == want
+    assert match is None or "equally specific" not in match.reason
 
 
 def test_more_selector_requirements_win():
@@ -216,6 +241,8 @@ def test_the_namespace_name_label_is_always_known_to_selectors():
         pytest.param("NotIn", ["a"], {}, True, id="NotIn matches a missing key"),
         pytest.param("NotIn", ["a"], {"k": "a"}, False, id="NotIn refuses a listed value"),
         pytest.param("Exists", [], {"k": ""}, True, id="Exists matches an empty value"),
+        pytest.param("Exists", [], {}, False, id="Exists needs the key"),
+        pytest.param("DoesNotExist", [], {}, True, id="DoesNotExist matches a missing key"),
         pytest.param("DoesNotExist", [], {"k": "x"}, False, id="DoesNotExist refuses the key"),
     ],
 )
@@ -237,12 +264,23 @@ def test_names_and_selector_must_both_match():
 @pytest.mark.parametrize(
     ("first", "second", "what"),
     [
-        pytest.param(policy("zeta").names("ml"), policy("alpha").names("ml"), "'ml'", id="a name"),
+        pytest.param(
+            policy("zeta").names("ml"),
+            policy("alpha").names("ml"),
+            "the namespace name 'ml'",
+            id="a name",
+        ),
         pytest.param(policy("a").names("*"), policy("b").names("*"), "'*'", id="two catch-alls"),
+        pytest.param(
+            policy("a").names("team-?").selector({"gpu": "yes"}),
+            policy("b").names("team-?").selector({"gpu": "yes"}),
+            "'team-?'",
+            id="a glob with equal selectors",
+        ),
         pytest.param(
             policy("a").names().selector({"gpu": "yes"}),
             policy("b").names().selector({"gpu": "yes"}),
-            "label selectors",
+            "the namespaces their (identical) label selectors match",
             id="equal selectors",
         ),
     ],
@@ -251,8 +289,17 @@ def test_two_policies_equally_specific_for_a_namespace_are_refused_at_load(first
     with pytest.raises(PolicyError) as info:
         policy_set(first, second)
     message = str(info.value)
-    assert "equally specifically" in message and what in message
+    assert f"both select {what} equally specifically" in message
     assert "make one more specific" in message
+
+
+def test_a_selector_alone_and_the_same_selector_with_a_name_are_no_tie():
+    pols = policy_set(
+        policy("a").names().selector({"gpu": "yes"}),
+        policy("b").names("ml").selector({"gpu": "yes"}),
+    )
+    assert pols.match("ml", {"gpu": "yes"}).policy.name == "b"
+    assert pols.match("lab", {"gpu": "yes"}).policy.name == "a"
 
 
 def test_an_excluded_name_is_no_tie():
@@ -264,6 +311,7 @@ def test_a_tie_only_some_namespaces_hit_is_named_as_one_in_the_reason():
     pols = policy_set(policy("zeta").names("ab-*"), policy("alpha").names("*-ab"))
     match = pols.match("ab-ab", {})
     assert match is not None and match.policy.name == "alpha"
+    assert match.reason.startswith("policy 'alpha' (alpha.yaml) matches it by name pattern; ")
     assert "equally specific: 'zeta' (chosen by name order only" in match.reason
     assert "less specific" not in match.reason
 
@@ -299,10 +347,15 @@ def test_an_empty_accelerator_list_is_refused():
 
 
 def test_the_reason_says_why_and_where_from():
-    match = SET.match("team-a", {})
+    match = best_match(SET, "team-a", {})
     assert match is not None
-    assert match.reason.startswith("policy 'team-a' (team-a.yaml) names 'team-a' explicitly")
-    assert "less specific" in match.reason and "'all'" in match.reason
+    assert match.reason.startswith("policy 'e-team-a' (e-team-a.yaml) names 'team-a' explicitly")
+    by_glob = best_match(SET, "team-a-dev", {})
+    assert by_glob is not None
+    assert by_glob.reason.startswith(
+        "policy 'd-team-a-glob' (d-team-a-glob.yaml) matches it by name"
+    )
+    assert "less specific" in match.reason and "'a-all'" in match.reason
 
 
 def test_shipped_policies_pick_team_a_for_team_a_and_research_by_label():
@@ -369,3 +422,87 @@ def test_policy_mistakes_are_said_like_manifest_mistakes(fields, wanted):
     assert wanted in message
     for pydantic_words in ("Extra inputs", "Input should", "Field required", "Value error"):
         assert pydantic_words not in message
+
+
+def test_a_catch_all_glob_with_a_selector_is_as_specific_as_the_selector_alone():
+    pols = policy_set(
+        policy("a-star").names("*").selector({"gpu": "yes"}),
+        policy("b-selector").names().selector({"gpu": "yes"}),
+    )
+    found = best_match(pols, "ml", {"gpu": "yes"})
+    assert found is not None and found.policy.name == "a-star"
+    assert "equally specific: 'b-selector'" in found.reason
+
+
+def test_the_reason_lists_every_less_specific_policy_in_order():
+    found = best_match(SET, "team-a", {})
+    assert found is not None
+    assert found.reason == (
+        "policy 'e-team-a' (e-team-a.yaml) names 'team-a' explicitly; "
+        "less specific: 'c-teams', 'a-all'"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        pytest.param("a: [", "x.yaml:1:5: not valid YAML", id="YAML that does not parse"),
+        pytest.param(
+            policy().set(wrap="Sometimes", enforcement="Warn").yaml(),
+            "spec.wrap: 'Sometimes' is not allowed; use 'OptIn' or 'Always'; spec.enforcement:",
+            id="every problem of a document, one after the other",
+        ),
+    ],
+)
+def test_a_policy_that_does_not_load_says_where_and_why(text, says):
+    with pytest.raises(PolicyError) as info:
+        parse(text, source="x.yaml")
+    assert says in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "loads"),
+    [
+        pytest.param("a" * 63, True, id="a name of 63 characters"),
+        pytest.param("a" * 64, False, id="a name of 64 characters"),
+        pytest.param("a" * 70 + "*", True, id="a long glob with a star"),
+        pytest.param("[ab]" * 20, True, id="a long glob with a character class"),
+        pytest.param("", False, id="an empty name"),
+    ],
+)
+def test_a_name_no_namespace_could_have_is_refused_at_load(pattern, loads):
+    doc = policy("p").names(pattern).yaml()
+    if loads:
+        assert parse(doc, source="p.yaml")
+        return
+    with pytest.raises(PolicyError) as info:
+        parse(doc, source="p.yaml")
+    assert "spec.namespaces.names: [0]" in str(info.value)
+    assert str(info.value).endswith(
+        "can never match a namespace: namespace names have at most 63 characters"
+        if pattern
+        else 'can never match a namespace: it is empty; use "*" for every namespace'
+    )
+
+
+@pytest.mark.parametrize(
+    ("policies", "labels", "reason"),
+    [
+        pytest.param(
+            [policy("all").names("*")],
+            {},
+            "policy 'all' (all.yaml) matches every namespace by name",
+            id="the catch-all",
+        ),
+        pytest.param(
+            [policy("both").names("m*").selector({"gpu": "yes"})],
+            {"gpu": "yes"},
+            "policy 'both' (both.yaml) matches it by name pattern and its label selector "
+            "(1 requirement(s)) matches",
+            id="a glob and a selector",
+        ),
+    ],
+)
+def test_the_reason_says_how_the_policy_selects(policies, labels, reason):
+    found = best_match(policy_set(*policies), "ml", labels)
+    assert found is not None and found.reason == reason

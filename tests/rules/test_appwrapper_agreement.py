@@ -15,7 +15,11 @@ from tests.builders import appwrapper, context, pod, policy, volcano_job
 from webhook.core import engine
 
 POLICY = policy().queues(default="q")
-CONTAINER = {"name": "c", "image": "busybox", "command": ["sh", "-c", "sleep 10"]}
+
+
+def _container():
+    """A fresh container each time: a test that breaks one must not break the next test's."""
+    return {"name": "c", "image": "busybox", "command": ["sh", "-c", "sleep 10"]}
 
 
 def _admit(aw):
@@ -36,7 +40,7 @@ def _pod_yaml(name="p"):
         "metadata": {"name": name},
         "spec": {
             "restartPolicy": "Never",
-            "containers": [{**CONTAINER, "resources": {"requests": {"cpu": "100m"}}}],
+            "containers": [{**_container(), "resources": {"requests": {"cpu": "100m"}}}],
         },
     }
 
@@ -49,7 +53,10 @@ def _deployment(replicas=4):
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": {"app": "d"}},
-            "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [CONTAINER]}},
+            "template": {
+                "metadata": {"labels": {"app": "d"}},
+                "spec": {"containers": [_container()]},
+            },
         },
     }
 
@@ -67,7 +74,7 @@ def _jobset(jobs=2):
                     "template": {
                         "spec": {
                             "parallelism": 2,
-                            "template": {"spec": {"containers": [CONTAINER]}},
+                            "template": {"spec": {"containers": [_container()]}},
                         }
                     },
                 }
@@ -258,3 +265,48 @@ def test_a_submitted_appwrapper_and_its_wrapped_twin_agree():
     submitted = _admit(appwrapper("aw", ns="ml").component(job))
     assert [v.detail for v in wrapped.errors] == [v.detail for v in submitted.errors]
     assert len(wrapped.errors) == 1
+
+
+# --- declared and inferred podSets of a kind autowrap does not wrap itself ----------------------
+
+C0 = "spec.components[0]"
+
+
+def _deployment_errors(podsets, deployment=None):
+    aw = appwrapper("aw", ns="ml").component(deployment or _deployment(), podsets)
+    return _errors(aw)
+
+
+def test_every_bad_declared_podset_is_named_by_its_own_path():
+    found = _deployment_errors([{}, {"path": 5}, {"path": "template.spec.nope"}])
+    assert [path for path, _ in found] == [
+        f"{C0}.podSets[0].path",
+        f"{C0}.podSets[1].path",
+        f"{C0}.podSets[2].path",
+    ]
+    assert found[0][1].startswith("missing; set the path of the pod template")
+    assert "'template.spec.nope' does not reach a pod template" in found[2][1]
+
+
+def test_a_declared_podset_that_is_also_inferred_is_checked_once():
+    deployment = _deployment()
+    del deployment["spec"]["template"]["spec"]
+    found = _deployment_errors([{"path": "template.spec.template"}], deployment)
+    assert found == [
+        (
+            f"{C0}.template.spec.template.spec",
+            "the pod template of pod set 'template.spec.template' has no spec; add "
+            "spec.containers (AppWrapper refuses a pod set whose template has no spec)",
+        )
+    ]
+
+
+def test_an_inferred_podset_that_reaches_no_template_is_blamed_on_the_component_template():
+    jobset = _jobset(1)
+    del jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    aw = appwrapper("aw", ns="ml").component(jobset)
+    ((path, detail),) = _errors(aw)
+    assert path == f"{C0}.template"
+    assert detail.startswith(
+        "'template.spec.replicatedJobs[0].template.spec.template' does not reach a pod template"
+    )

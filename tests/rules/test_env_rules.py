@@ -97,3 +97,16 @@ def test_a_rejected_job_is_still_rendered_for_inspection():
     outcome = outcome_of(volcano_job("j").task("w", replicas=2).env("w", "RANK", "1"))
     assert outcome.verdict().denied
     assert outcome.result is not None
+
+
+def test_a_wrong_world_size_says_how_each_task_counts():
+    job = (
+        volcano_job("j")
+        .task("master", replicas=1, gpus=8)
+        .task("worker", replicas=2, gpus=4)
+        .env("master", "WORLD_SIZE", "3")
+    )
+    (violation,) = outcome_of(job).errors
+    assert str(violation.path) == "spec.tasks[0].template.spec.containers[0].env[0]"
+    assert "(task 'master': 1 pod(s) × 8 from" in violation.detail
+    assert "; task 'worker': 2 pod(s) × 4 from" in violation.detail

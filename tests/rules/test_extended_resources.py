@@ -42,7 +42,7 @@ POD = "spec.containers[0].resources"
 def test_a_request_without_a_limit_is_refused_with_the_fix(build, base):
     ((path, detail),) = _errors(build({"requests": {NPU: 8}}))
     assert path == f"{base}.limits[{NPU}]"
-    assert "never overcommits" in detail
+    assert f"{NPU} is an extended resource, which Kubernetes never overcommits" in detail
     assert f"set limits: {{{NPU}: 8}}" in detail
 
 
@@ -60,7 +60,7 @@ def test_hugepages_are_not_overcommitted_either():
     resources = {"requests": {"hugepages-2Mi": "1Gi", "memory": "2Gi"}, "limits": {"memory": "2Gi"}}
     ((path, detail),) = _errors(_job(resources))
     assert path == f"{JOB}.limits[hugepages-2Mi]"
-    assert "hugepages" in detail
+    assert "hugepages-2Mi is hugepages, which Kubernetes never overcommits" in detail
 
 
 def test_an_extended_resource_is_counted_in_whole_devices():

@@ -20,6 +20,8 @@ def _path(key):
     ("key", "value", "want"),
     [
         pytest.param("retryLimit", "3", [], id="a retry limit within the cap"),
+        pytest.param("retryLimit", "5", [], id="a retry limit at the cap"),
+        pytest.param("warmupGracePeriodDuration", "60m", [], id="a duration at the cap"),
         pytest.param("retryLimit", "6", [(_path("retryLimit"), "error")], id="over the cap"),
         pytest.param("retryLimit", "three", [(_path("retryLimit"), "error")], id="not a number"),
         pytest.param("warmupGracePeriodDuration", "45m", [], id="a duration within the cap"),
@@ -46,6 +48,14 @@ def _path(key):
             id="a negative duration",
         ),
         pytest.param("terminalExitCodes", "42,43", [], id="exit codes"),
+        pytest.param("admissionGracePeriodDuration", "0s", [], id="a duration of 0 is valid"),
+        pytest.param("retryableExitCodes", "1, 255", [], id="exit codes 1 and 255 are the ends"),
+        pytest.param(
+            "retryableExitCodes", "0", [(_path("retryableExitCodes"), "error")], id="exit code 0"
+        ),
+        pytest.param(
+            "retryableExitCodes", "256", [(_path("retryableExitCodes"), "error")], id="code 256"
+        ),
         pytest.param(
             "terminalExitCodes", "0,300", [(_path("terminalExitCodes"), "error")], id="bad codes"
         ),
@@ -78,3 +88,15 @@ def test_a_submitted_appwrapper_is_checked_too():
 def test_the_message_names_the_cap():
     outcome = outcome_of(volcano_job("j").annotate(FT + "retryLimit", "6"), CAPPED)
     assert "cap of 5" in outcome.errors[0].detail
+
+
+def test_an_unknown_annotation_names_every_known_one():
+    outcome = outcome_of(volcano_job("j").annotate(FT + "retrylimit", "3"), CAPPED)
+    (violation,) = outcome.errors
+    assert str(violation.path) == _path("retrylimit")
+    assert violation.detail.endswith(
+        "Known: admissionGracePeriodDuration, warmupGracePeriodDuration, "
+        "failureGracePeriodDuration, retryPausePeriodDuration, forcefulDeletionGracePeriodDuration, "
+        "deletionOnFailureGracePeriodDuration, successTTLDuration, retryLimit, terminalExitCodes, "
+        "retryableExitCodes"
+    )

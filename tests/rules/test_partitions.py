@@ -26,6 +26,11 @@ def _job(replicas, min_available=None, **partition):
             id="minAvailable = minPartitions x partitionSize is valid",
         ),
         pytest.param(
+            _job(4, min_available=4, totalPartitions=2, partitionSize=2, minPartitions=2),
+            [],
+            id="minPartitions = totalPartitions (the whole gang) is valid",
+        ),
+        pytest.param(
             _job(0, totalPartitions=0, partitionSize=2),
             # replicas 0 = 0 x 2; a job without pods is worth a warning of its own
             [(f"{PP}.totalPartitions", "error"), ("spec.tasks", "warning")],

@@ -91,3 +91,9 @@ def test_the_counted_growth_never_exceeds_what_plumbing_adds(count: int):
     built = engine.plumb(job, adapter, spec).result
     assert 0 < counted <= size.json_size(built) - size.json_size(job)
     assert counted <= most
+
+
+def test_exactly_the_etcd_limit_still_fits():
+    assert size.over_limit(size.ETCD_LIMIT, submitted=1, what="Job ml/j") is None
+    refused = size.over_limit(size.ETCD_LIMIT + 1, submitted=1, what="Job ml/j")
+    assert refused is not None and str(refused.path) == str(size.ROOT)

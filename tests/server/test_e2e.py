@@ -5,8 +5,12 @@ calls the fake Kubernetes API, whose AppWrapper creates pass through the emulato
 from __future__ import annotations
 
 import copy
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+import pytest
+
+from testbed.apiserver import AdmissionResult, UserInfo
 from testbed.cluster.resources import APPWRAPPERS
 from testbed.redirect import ALICE, MALLORY, NAMESPACE, QUEUE, Cluster, pod, vcjob
 from testbed.schemas import assert_valid_appwrapper
@@ -15,14 +19,31 @@ from webhook.model import names
 Obj = dict[str, Any]
 
 
+def wrapped(result: AdmissionResult) -> None:
+    """A successful wrap: also a denial, told from a refusal by its status (403 Forbidden, the
+    AppWrapper named in the details), never by its wording."""
+    assert not result.allowed
+    assert (result.status_code, result.reason) == (403, "Forbidden"), result.message
+    assert result.status is not None
+    assert result.status.get("details", {}).get("kind") == names.APPWRAPPER_PLURAL, result.status
+
+
+def refused(result: AdmissionResult, code: int, reason: str) -> None:
+    """A refusal with the status a client acts on: 409 AlreadyExists for a name taken (a GitOps
+    tool renames or waits), 403 for rights, 422 for the object itself."""
+    assert not result.allowed
+    assert (result.status_code, result.reason) == (code, reason), result.message
+    details = (result.status or {}).get("details") or {}
+    assert details.get("kind") != names.APPWRAPPER_PLURAL, "a refusal names no AppWrapper made"
+
+
 async def test_a_labeled_vcjob_is_wrapped_and_the_user_is_told_where_it_went(
     cluster: Cluster,
 ) -> None:
     result = await cluster.create(vcjob())
 
-    assert not result.allowed
     # Not 409: client-go's RetryOnConflict would retry it, and a retry only repeats the answer.
-    assert result.status_code == 403
+    wrapped(result)
     assert f"Job {NAMESPACE}/train was wrapped into AppWrapper {NAMESPACE}/train" in result.message
     assert f"kubectl get appwrapper train -n {NAMESPACE}" in result.message
     assert list(cluster.appwrappers()) == [(NAMESPACE, "train")]
@@ -70,7 +91,7 @@ async def test_a_different_spec_under_an_existing_appwrapper_name_is_rejected(
     await cluster.create(vcjob(workers=3))
     result = await cluster.create(vcjob(workers=5))
 
-    assert not result.allowed
+    refused(result, 409, "AlreadyExists")
     assert "already exists with a different spec" in result.message
     stored = cluster.appwrappers()[(NAMESPACE, "train")]
     assert stored["spec"]["components"][0]["podSets"][1]["replicas"] == 3
@@ -87,9 +108,8 @@ async def test_an_appwrapper_with_a_copied_spec_hash_but_other_work_is_not_taken
 
     result = await cluster.create(vcjob())
 
-    assert not result.allowed
+    refused(result, 409, "AlreadyExists")
     assert "already exists with a different spec" in result.message
-    assert "was wrapped" not in result.message
 
 
 async def test_an_identical_appwrapper_made_by_a_teammate_is_not_reported_as_the_users_wrap(
@@ -107,10 +127,8 @@ async def test_an_identical_appwrapper_made_by_a_teammate_is_not_reported_as_the
 
     result = await cluster.create(vcjob())
 
-    assert not result.allowed
-    assert "was wrapped" not in result.message
+    refused(result, 409, "AlreadyExists")
     assert f"AppWrapper {NAMESPACE}/train already exists and was created by bob" in result.message
-    assert "rename Job ml/train" in result.message
     assert "kubectl delete" not in result.message
 
 
@@ -130,7 +148,7 @@ async def test_without_the_appwrapper_operator_webhook_autowrap_knows_its_own_by
     stored["metadata"]["managedFields"][0]["manager"] = "kubectl-create"
     cluster.kube.store.update(APPWRAPPERS, stored)
     third = await cluster.create(vcjob())
-    assert not third.allowed
+    refused(third, 409, "AlreadyExists")
     assert "already exists and was not created by autowrap" in third.message
 
 
@@ -144,9 +162,8 @@ async def test_a_rerun_over_a_finished_appwrapper_says_so_instead_of_claiming_it
 
     result = await cluster.create(vcjob())
 
-    assert not result.allowed
+    refused(result, 409, "AlreadyExists")
     assert "has already run and is Succeeded" in result.message
-    assert "kubectl delete appwrapper train -n ml" in result.message
 
 
 async def test_a_rerun_while_the_appwrapper_is_being_deleted_is_told_to_wait(
@@ -162,7 +179,8 @@ async def test_a_rerun_while_the_appwrapper_is_being_deleted_is_told_to_wait(
 
     result = await cluster.create(vcjob())
 
-    assert not result.allowed and "is being deleted" in result.message
+    refused(result, 409, "AlreadyExists")
+    assert "is being deleted" in result.message
 
 
 async def test_other_settings_from_an_earlier_policy_are_no_reason_to_refuse_or_delete(
@@ -191,7 +209,7 @@ async def test_what_the_cluster_would_refuse_later_is_refused_now_word_for_word(
 
     result = await cluster.create(vcjob())
 
-    assert not result.allowed
+    refused(result, 422, "Invalid")
     assert refusal in result.message and "the AppWrapper would create" in result.message
     assert cluster.appwrappers() == {}
     (dry_run_request,) = cluster.kube.requests_to("POST", "/namespaces/ml/jobs$")
@@ -207,7 +225,7 @@ async def test_what_the_cluster_would_refuse_later_is_refused_now_word_for_word(
 async def test_a_dry_run_answers_like_the_real_thing_and_creates_nothing(cluster: Cluster) -> None:
     result = await cluster.create(vcjob(), dry_run=True)
 
-    assert not result.allowed
+    wrapped(result)
     assert "was wrapped into AppWrapper" in result.message
     assert "dry run" in result.message
     assert cluster.appwrappers() == {}
@@ -218,6 +236,7 @@ async def test_a_dry_run_answers_like_the_real_thing_and_creates_nothing(cluster
 async def test_a_labeled_pod_is_wrapped_with_its_headless_service(cluster: Cluster) -> None:
     result = await cluster.create(pod())
 
+    wrapped(result)
     assert "Pod ml/notebook was wrapped into AppWrapper ml/notebook" in result.message
     stored = cluster.appwrappers()[(NAMESPACE, "notebook")]
     kinds = [c["template"]["kind"] for c in stored["spec"]["components"]]
@@ -260,8 +279,7 @@ async def test_a_user_who_may_not_create_appwrappers_is_refused_and_nothing_is_c
 ) -> None:
     result = await cluster.create(vcjob(), user=MALLORY)
 
-    assert not result.allowed
-    assert result.status_code == 403
+    refused(result, 403, "Forbidden")
     assert "'mallory' may not create appwrappers" in result.message
     assert cluster.appwrappers() == {}
 
@@ -271,7 +289,7 @@ async def test_a_queue_that_does_not_exist_is_rejected_before_anything_is_create
 ) -> None:
     result = await cluster.create(vcjob(labels={names.QUEUE_LABEL: "no-such-queue"}))
 
-    assert not result.allowed
+    refused(result, 422, "Invalid")
     assert "LocalQueue 'no-such-queue' does not exist" in result.message
     assert cluster.appwrappers() == {}
 
@@ -282,7 +300,7 @@ async def test_when_the_api_is_down_the_user_gets_a_clear_denial_and_nothing_is_
     cluster.kube.inject("POST", r"/appwrappers$", status=503, times=None)
     result = await cluster.create(vcjob())
 
-    assert not result.allowed
+    refused(result, 503, "ServiceUnavailable")
     assert "Kubernetes API answered 503" in result.message
     assert cluster.appwrappers() == {}
     assert cluster.emulator.contract_violations == []
@@ -299,8 +317,7 @@ async def test_a_job_that_cannot_work_is_rejected_with_every_violation_at_once(
 
     result = await cluster.create(job)
 
-    assert not result.allowed
-    assert result.status_code == 422
+    refused(result, 422, "Invalid")
     assert "spec.tasks[1].replicas: replicas 5 must equal" in result.message
     assert "spec.tasks[0].template.spec.containers[0].env[0]: WORLD_SIZE" in result.message
     assert cluster.appwrappers() == {}
@@ -338,3 +355,92 @@ async def test_pods_of_a_wrapped_job_get_their_exact_node_rank(cluster: Cluster)
 
     assert ranks == ["1", "2", "3"]
     assert cluster.emulator.contract_violations == []
+
+
+# --- every refusal kind and its status, in one table ---------------------------------------------
+
+Setup = Callable[[Cluster], Awaitable[tuple[Obj, UserInfo]]]
+
+
+async def _nothing_before(cluster: Cluster) -> tuple[Obj, UserInfo]:
+    return vcjob(), ALICE
+
+
+async def _other_spec_under_the_name(cluster: Cluster) -> tuple[Obj, UserInfo]:
+    await cluster.create(vcjob(workers=3))
+    return vcjob(workers=5), ALICE
+
+
+async def _made_by_someone_else(cluster: Cluster) -> tuple[Obj, UserInfo]:
+    await cluster.create(vcjob())
+    theirs = cluster.appwrappers()[(NAMESPACE, "train")]
+    theirs["metadata"]["managedFields"][0]["manager"] = "kubectl-create"
+    theirs["metadata"]["labels"][names.APPWRAPPER_USER_LABEL] = "bob"
+    cluster.kube.store.update(APPWRAPPERS, theirs)
+    return vcjob(), ALICE
+
+
+async def _finished(cluster: Cluster) -> tuple[Obj, UserInfo]:
+    await cluster.create(vcjob())
+    finished = cluster.appwrappers()[(NAMESPACE, "train")]
+    finished["status"] = {"phase": "Failed"}
+    cluster.kube.store.update(APPWRAPPERS, finished, subresource="status")
+    return vcjob(), ALICE
+
+
+async def _being_deleted(cluster: Cluster) -> tuple[Obj, UserInfo]:
+    await cluster.create(vcjob())
+    held = cluster.appwrappers()[(NAMESPACE, "train")]
+    held["metadata"]["finalizers"] = ["workload.codeflare.dev/finalizer"]
+    cluster.kube.store.update(APPWRAPPERS, held)
+    cluster.kube.store.delete(APPWRAPPERS, NAMESPACE, "train")
+    return vcjob(), ALICE
+
+
+async def _no_right_to_appwrappers(cluster: Cluster) -> tuple[Obj, UserInfo]:
+    return vcjob(), MALLORY
+
+
+async def _no_such_queue(cluster: Cluster) -> tuple[Obj, UserInfo]:
+    return vcjob(labels={names.QUEUE_LABEL: "no-such-queue"}), ALICE
+
+
+async def _cannot_work(cluster: Cluster) -> tuple[Obj, UserInfo]:
+    job = vcjob()
+    job["spec"]["tasks"][1]["replicas"] = -1
+    return job, ALICE
+
+
+async def _api_down(cluster: Cluster) -> tuple[Obj, UserInfo]:
+    cluster.kube.inject("POST", r"/appwrappers$", status=503, times=None)
+    return vcjob(), ALICE
+
+
+@pytest.mark.parametrize(
+    ("setup", "code", "reason"),
+    [
+        pytest.param(_nothing_before, 403, "Forbidden", id="wrapped (the success)"),
+        pytest.param(_other_spec_under_the_name, 409, "AlreadyExists", id="another spec"),
+        pytest.param(_made_by_someone_else, 409, "AlreadyExists", id="someone else's"),
+        pytest.param(_finished, 409, "AlreadyExists", id="already ran"),
+        pytest.param(_being_deleted, 409, "AlreadyExists", id="being deleted"),
+        pytest.param(_no_right_to_appwrappers, 403, "Forbidden", id="no right"),
+        pytest.param(_no_such_queue, 422, "Invalid", id="no such queue"),
+        pytest.param(_cannot_work, 422, "Invalid", id="cannot work"),
+        pytest.param(_api_down, 503, "ServiceUnavailable", id="api down"),
+    ],
+)
+async def test_each_redirect_answer_has_the_status_a_client_acts_on(
+    cluster: Cluster, setup: Setup, code: int, reason: str
+) -> None:
+    obj, user = await setup(cluster)
+    before = copy.deepcopy(cluster.appwrappers())
+
+    result = await cluster.create(obj, user=user)
+
+    if setup is _nothing_before:
+        wrapped(result)
+        assert list(cluster.appwrappers()) == [(NAMESPACE, "train")]
+    else:
+        refused(result, code, reason)
+        assert cluster.appwrappers() == before, "a refusal changes no AppWrapper"

@@ -14,6 +14,7 @@ from aiohttp import web
 
 from testbed.cluster.cluster import FakeCluster
 from testbed.cluster.resources import PODS
+from tests.support.waiting import eventually
 from webhook.core.ports import ApiFailure, Gone
 from webhook.shell import informer as informer_module
 from webhook.shell.informer import Informer
@@ -45,14 +46,6 @@ async def _client(tmp_path: Path, cluster: FakeCluster) -> AsyncIterator[KubeCli
     finally:
         await client.close()
         await cluster.stop()
-
-
-async def _eventually(check: Callable[[], Any], what: str = "condition") -> Any:
-    for _ in range(500):
-        if value := check():
-            return value
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @contextlib.asynccontextmanager
@@ -199,7 +192,7 @@ async def test_a_transform_strips_what_is_cached_and_drops_what_is_not_wanted(
             pod["metadata"]["labels"]["keep"] = "no"
             cluster.store.update(PODS, pod)
             cluster.store.create(PODS, _pod("new", keep="yes"))
-            await _eventually(lambda: informer.get("default", "new"), "the new pod")
+            await eventually(lambda: informer.get("default", "new"), what="the new pod")
             assert informer.get("default", "kept") is None
             assert changes == [(None, "kept"), ("kept", None), (None, "new")]
 
@@ -215,12 +208,12 @@ async def test_a_resource_the_server_does_not_serve_is_reported_and_found_later(
                                message="the server could not find the requested resource")  # fmt: skip
         informer = Informer(client, POD_KIND, lambda old, new: None)
         async with _running(informer):
-            await _eventually(lambda: informer.absent, "absent")
+            await eventually(lambda: informer.absent, what="absent")
             assert informer.state == "absent"
             assert not informer.synced.is_set()
             assert "could not find" in informer.error
             tries = fault.hits
-            await _eventually(lambda: fault.hits > tries + 2, "looked for again")
+            await eventually(lambda: fault.hits > tries + 2, what="looked for again")
 
             cluster.faults.remove(fault)  # the CRD is installed
             await asyncio.wait_for(informer.synced.wait(), 10)
@@ -342,15 +335,15 @@ async def test_a_silent_watch_is_reopened_from_the_last_version_without_a_relist
         informer = Informer(client, POD_KIND, lambda old, new: None)
         async with _running(informer):
             await asyncio.wait_for(informer.synced.wait(), 10)
-            await _eventually(
+            await eventually(
                 lambda: (
                     len([q for q in cluster.requests_to("GET", "/pods") if q.query.get("watch")])
                     >= 3
                 ),
-                "watches reopened",
+                what="watches reopened",
             )
             cluster.store.create(PODS, _pod("b"))
-            await _eventually(lambda: informer.get("default", "b"), "the pod made meanwhile")
+            await eventually(lambda: informer.get("default", "b"), what="the pod made meanwhile")
             assert informer.lists == 1
             watches = [q for q in cluster.requests_to("GET", "/pods") if q.query.get("watch")]
             assert all(q.query.get("resourceVersion") for q in watches)
@@ -376,17 +369,17 @@ async def test_a_change_the_transform_strips_updates_the_cache_without_a_notific
             pod["status"] = {"phase": "Running"}
             stored = cluster.store.update(PODS, pod, subresource="status")
             version = stored["metadata"]["resourceVersion"]
-            await _eventually(
+            await eventually(
                 lambda: (
                     (informer.get("default", "p") or {})["metadata"]["resourceVersion"] == version
                 ),
-                "the status write",
+                what="the status write",
             )
             assert changes == [(None, "p")]
 
             stored["metadata"]["labels"]["app"] = "y"
             cluster.store.update(PODS, stored)
-            await _eventually(lambda: len(changes) == 2, "the label change")
+            await eventually(lambda: len(changes) == 2, what="the label change")
             assert changes == [(None, "p"), ("p", "p")]
 
 
@@ -473,12 +466,12 @@ async def test_a_failed_watch_is_resumed_from_the_last_version_without_a_relist(
         async with _running(informer):
             await asyncio.wait_for(informer.synced.wait(), 10)
             cluster.store.create(PODS, _pod("b"))
-            await _eventually(lambda: informer.get("default", "b"), "b")
+            await eventually(lambda: informer.get("default", "b"), what="b")
             # The server ends the watch after a second; the next one fails twice.
             fault = cluster.inject("GET", r"/pods$", 500, times=2)
-            await _eventually(lambda: fault.hits == 2, "the failed watches")
+            await eventually(lambda: fault.hits == 2, what="the failed watches")
             cluster.store.create(PODS, _pod("c"))
-            await _eventually(lambda: informer.get("default", "c"), "c, after the failures")
+            await eventually(lambda: informer.get("default", "c"), what="c, after the failures")
             assert informer.lists == 1
             watches = [q for q in cluster.requests_to("GET", "/pods") if q.query.get("watch")]
             b_version = cluster.store.get(PODS, "default", "b")["metadata"]["resourceVersion"]  # type: ignore[index]

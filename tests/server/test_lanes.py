@@ -13,6 +13,7 @@ import pytest
 from testbed.redirect import ALICE, NAMESPACE, Cluster
 from testbed.scenarios import SNI, admission_request, encode, post, review
 from tests.server.test_e2e import vcjob
+from tests.support.waiting import eventually
 from webhook.core import engine
 from webhook.core.rules import size
 from webhook.model import names
@@ -36,19 +37,11 @@ class Blocked:
         return "done"
 
 
-async def _until(check: Any, what: str) -> None:
-    for _ in range(1000):
-        if check():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"not reached: {what}")
-
-
 async def test_no_more_reviews_compute_at_once_than_there_are_lanes() -> None:
     lane_set = lanes.Lanes(2)
     work = Blocked()
     runs = [asyncio.create_task(lane_set.run(work, None, wait=30)) for _ in range(4)]
-    await _until(lambda: work.entered == 2, "two lanes busy")
+    await eventually(lambda: work.entered == 2, what="two lanes busy")
     await asyncio.sleep(0.1)
     assert work.entered == 2 and lane_set.busy == 2
     work.release.set()
@@ -60,7 +53,7 @@ async def test_a_review_that_finds_no_free_lane_within_its_wait_gets_none() -> N
     lane_set = lanes.Lanes(1)
     work = Blocked()
     holder = asyncio.create_task(lane_set.run(work, None, wait=30))
-    await _until(lambda: work.entered == 1, "the lane busy")
+    await eventually(lambda: work.entered == 1, what="the lane busy")
     assert await lane_set.run(work, None, wait=0.05) is None
     work.release.set()
     assert await holder == "done"
@@ -107,7 +100,7 @@ async def test_with_every_lane_busy_probes_and_small_reviews_are_answered_and_la
     holders = [
         asyncio.create_task(state.heavy.run(work, None, wait=30)) for _ in range(lanes.LANES)
     ]
-    await _until(lambda: work.entered == lanes.LANES, "every lane busy")
+    await eventually(lambda: work.entered == lanes.LANES, what="every lane busy")
     tls = cluster.pki.client_context()
     try:
         async with aiohttp.ClientSession() as session:

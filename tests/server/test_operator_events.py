@@ -17,6 +17,7 @@ from testbed.pki import ServingPki
 from testbed.redirect import webhook_configurations
 from tests.adopt.cluster import running_cluster
 from tests.server.test_self_managed import _args, install_empty_secret, under_self_managed_rbac
+from tests.support.waiting import eventually
 from webhook.model import names
 from webhook.shell import certs, opevents, selfmanaged, server
 
@@ -46,8 +47,7 @@ async def test_events_go_to_the_deployment_from_the_loop_and_from_threads(
     opevents.install(events)
     opevents.emit("PolicyReloadFailed", "bad", warning=True)
     await asyncio.to_thread(opevents.emit, "CertificateRenewed", "new pair")
-    await asyncio.sleep(0.05)
-    await events.flush()
+    await eventually(lambda: len(recording.events) == 2, what="both Events written")
     subject = {"apiVersion": "apps/v1", "kind": "Deployment",
                "metadata": {"name": names.SERVICE_NAME, "namespace": "ops"}}  # fmt: skip
     assert recording.events == [
@@ -73,8 +73,7 @@ async def test_self_managed_renewal_and_cabundle_repair_raise_events(
     opevents.install(events)
     await asyncio.to_thread(install_empty_secret, admin_kubeconfig)
     await asyncio.to_thread(selfmanaged.prepare, _args(tmp_path / "a", fake_kubeconfig))
-    await asyncio.sleep(0.05)
-    await events.flush()
+    await eventually(lambda: len(recording.events) == 3, what="renewal and two repairs")
     reasons = [reason for _, reason, _, _ in recording.events]
     assert reasons.count("CertificateRenewed") == 1
     assert reasons.count("CABundleRepaired") == 2  # the mutating and the validating configuration
@@ -84,13 +83,26 @@ async def test_self_managed_renewal_and_cabundle_repair_raise_events(
     # A settled Secret and current caBundles: nothing to say.
     recording.events.clear()
     await asyncio.to_thread(selfmanaged.prepare, _args(tmp_path / "b", fake_kubeconfig))
-    await asyncio.sleep(0.05)
+    # What the thread emitted was handed to the loop before the thread's own result was (both
+    # by call_soon_threadsafe, run in order): every Event it raised is under way or written.
     await events.flush()
     assert recording.events == []
 
 
-async def test_policy_reload_certificate_reload_and_controller_errors_raise_events(
-    webhook_pki: ServingPki, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def _operator_event(cluster: Any, reason: str) -> dict[str, Any] | None:
+    """The Event of this reason on autowrap's Deployment, once written."""
+    for event in cluster.api.store.list(EVENTS, names.SERVICE_NAMESPACE):
+        if event["reason"] == reason:
+            involved = event["involvedObject"]
+            assert (involved["kind"], involved["name"], involved["namespace"]) == (
+                "Deployment", names.SERVICE_NAME, names.SERVICE_NAMESPACE
+            )  # fmt: skip
+            return event  # type: ignore[no-any-return]
+    return None
+
+
+async def test_a_failed_policy_reload_raises_a_warning_event(
+    webhook_pki: ServingPki, tmp_path: Path
 ) -> None:
     async with running_cluster(webhook_pki, tmp_path, upstream=False) as cluster:
         state = cluster.running.state
@@ -103,6 +115,20 @@ async def test_policy_reload_certificate_reload_and_controller_errors_raise_even
         server.reload_policies(state)
         assert state.policy_error
 
+        event = await eventually(
+            lambda: _operator_event(cluster, "PolicyReloadFailed"), what="PolicyReloadFailed"
+        )
+        assert event["type"] == "Warning"
+        assert event["reportingComponent"] == "autowrap.io/server"
+        assert "last good set stays in use" in event["message"]
+    assert opevents.installed() is None  # the drain takes the sink down
+
+
+async def test_a_certificate_reload_raises_a_normal_event(
+    webhook_pki: ServingPki, tmp_path: Path
+) -> None:
+    async with running_cluster(webhook_pki, tmp_path, upstream=False) as cluster:
+        state = cluster.running.state
         # A renewed serving certificate appears on disk (cert-manager rewrites the files).
         assert state.tls is not None
         other = tmp_path / "renewed"
@@ -114,33 +140,35 @@ async def test_policy_reload_certificate_reload_and_controller_errors_raise_even
             shutil.copy(other / name, state.tls.cert_dir / name)
         server.reload_certificates(state)
 
+        event = await eventually(
+            lambda: _operator_event(cluster, "CertificateReloaded"), what="CertificateReloaded"
+        )
+        assert event["type"] == "Normal"
+        assert _operator_event(cluster, "PolicyReloadFailed") is None
+
+
+async def test_a_controller_error_raises_an_event(
+    webhook_pki: ServingPki, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with running_cluster(webhook_pki, tmp_path, upstream=False) as cluster:
         # The controller fails on a key: an internal error, retried.
-        while cluster.controller is None or not cluster.controller.leading.is_set():
-            await asyncio.sleep(0.01)
-        controller = cluster.controller
+        controller = await eventually(
+            lambda: (
+                cluster.controller is not None
+                and cluster.controller.leading.is_set()
+                and cluster.controller
+            ),
+            what="a leading controller",
+        )
 
         async def broken(key: Any) -> Any:
             raise RuntimeError("boom")
 
         monkeypatch.setattr(controller.reconciler, "reconcile", broken)
         controller.queue.add(("ml", "train"))
-        for _ in range(200):
-            if controller.errors:
-                break
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.05)
-        await events.flush()
+        await eventually(lambda: controller.errors, what="the reconcile error counted")
 
-        stored = cluster.api.store.list(EVENTS, names.SERVICE_NAMESPACE)
-        by_reason = {e["reason"]: e for e in stored}
-        assert {"PolicyReloadFailed", "CertificateReloaded", "ReconcileError"} <= set(by_reason)
-        for event in by_reason.values():
-            assert event["involvedObject"]["kind"] == "Deployment"
-            assert event["involvedObject"]["name"] == names.SERVICE_NAME
-            assert event["involvedObject"]["namespace"] == names.SERVICE_NAMESPACE
-        assert by_reason["PolicyReloadFailed"]["type"] == "Warning"
-        assert by_reason["PolicyReloadFailed"]["reportingComponent"] == "autowrap.io/server"
-        assert "last good set stays in use" in by_reason["PolicyReloadFailed"]["message"]
-        assert by_reason["CertificateReloaded"]["type"] == "Normal"
-        assert "RuntimeError('boom')" in by_reason["ReconcileError"]["message"]
-    assert opevents.installed() is None  # the drain takes the sink down
+        event = await eventually(
+            lambda: _operator_event(cluster, "ReconcileError"), what="ReconcileError"
+        )
+        assert "RuntimeError('boom')" in event["message"]

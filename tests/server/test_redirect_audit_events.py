@@ -4,7 +4,6 @@ stored), besides the annotation, the metric and the request line."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from testbed.pki import ServingPki
 from testbed.policies import in_mode
 from testbed.redirect import REPO
 from tests.adopt.cluster import ALICE, NAMESPACE, running_cluster, vcjob
+from tests.support.waiting import eventually
 from webhook.shell import server
 
 MASTER_ADDR = "spec.tasks[0].template.spec.containers[0].env[0]"
@@ -31,10 +31,10 @@ def _job(env_value: str) -> dict[str, Any]:
 async def _redirected(cluster: Any, job: dict[str, Any], *, dry_run: bool = False) -> None:
     with pytest.raises(Exception, match="was wrapped into AppWrapper"):
         await cluster.api.create(VCJOBS, job, user=ALICE, dry_run=dry_run)
-    await asyncio.sleep(0.05)
-    sink = getattr(cluster.running.state, "audit_events", None)
-    if sink is not None:
-        await sink.flush()
+    # The Events are started before the answer is sent, and never waited for: wait for them.
+    sink = cluster.running.state.audit_events
+    assert sink is not None
+    await sink.flush()
 
 
 @pytest.mark.parametrize("labels", [{"autowrap.io/tier": "research"}, {}], ids=["audit", "enforce"])
@@ -47,7 +47,7 @@ async def test_an_audited_finding_raises_an_event_on_the_appwrapper_in_redirect_
         in_mode(REPO / "policies", state.policy_path, "Redirect")
         server.reload_policies(state)
         cluster.api.add_namespace(NAMESPACE, labels)
-        await asyncio.sleep(0.5)  # the server's namespace cache follows a watch
+        await eventually(lambda: cluster.sees_namespace(NAMESPACE, labels), what="namespace labels")
         if not labels:  # under Enforce the same job is refused, and nothing is raised
             with pytest.raises(Exception, match="MASTER_ADDR"):
                 await cluster.api.create(VCJOBS, _job("elsewhere"), user=ALICE)

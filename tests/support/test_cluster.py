@@ -23,6 +23,7 @@ from testbed.cluster import resources as r
 from testbed.cluster.cluster import FakeCluster, for_autowrap
 from testbed.cluster.common import parse_label_selector, sanitize_label, service_account_user
 from testbed.cluster.store import ApiError, Store
+from tests.builders import VolcanoJobBuilder
 from webhook.model.names import SERVICE_NAMESPACE
 
 Obj = dict[str, Any]
@@ -287,13 +288,7 @@ async def api(cluster: FakeCluster, tmp_path: Path) -> AsyncIterator[client.ApiC
 
 
 def vcjob(name: str, **meta: Any) -> Obj:
-    return {
-        "apiVersion": "batch.volcano.sh/v1alpha1",
-        "kind": "Job",
-        "metadata": {"name": name, **meta},
-        "spec": {"tasks": [{"name": "worker", "replicas": 1, "template": {"spec": {
-            "containers": [{"name": "main", "image": "busybox"}]}}}]},
-    }  # fmt: skip
+    return VolcanoJobBuilder(name).meta(**meta).build()
 
 
 async def test_http_pod_crud_and_errors(api: client.ApiClient, cluster: FakeCluster) -> None:

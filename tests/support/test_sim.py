@@ -37,6 +37,7 @@ from testbed.sim.appwrapper import AW_LABEL, FINALIZER
 from testbed.sim.kueue import GATED_BY, PODSET_LABEL, QUEUE_LABEL
 from testbed.sim.objects import JsonDict, condition, controller_of
 from testbed.sim.volcano import FROZEN_MESSAGE, defaulted, podgroup_name
+from tests.builders import VolcanoJobBuilder
 
 NS = "team-a"
 GATE = "autowrap.io/admission"
@@ -65,31 +66,16 @@ def vcjob(
     aw_label: str | None = None,
     plugins: dict[str, list[str]] | None = None,
 ) -> JsonDict:
-    labels = {AW_LABEL: aw_label} if aw_label else {}
-    template_spec: JsonDict = {"containers": [{"name": "main", "image": "trainer:1"}]}
-    if gated:
-        template_spec["schedulingGates"] = [{"name": GATE}]
-    return defaulted(
-        {
-            "apiVersion": VCJOBS.api_version,
-            "kind": VCJOBS.kind,
-            "metadata": {"name": name},
-            "spec": {
-                "plugins": plugins if plugins is not None else {"svc": [], "env": []},
-                "tasks": [
-                    {
-                        "name": task,
-                        "replicas": n,
-                        "template": {
-                            "metadata": {"labels": dict(labels)},
-                            "spec": copy.deepcopy(template_spec),
-                        },
-                    }
-                    for task, n in tasks
-                ],
-            },
-        }
+    job = VolcanoJobBuilder(name).spec(
+        plugins=plugins if plugins is not None else {"svc": [], "env": []}
     )
+    for task, n in tasks:
+        job.task(task, replicas=n)
+        job.template_meta(task, labels={AW_LABEL: aw_label} if aw_label else {})
+        job.template_spec(task, containers=[{"name": "main", "image": "trainer:1"}])
+        if gated:
+            job.template_spec(task, schedulingGates=[{"name": GATE}])
+    return defaulted(job.build())
 
 
 def appwrapper(job: JsonDict, *, queue: str | None = "q", gated_by: str | None = None) -> JsonDict:
