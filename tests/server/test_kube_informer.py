@@ -125,7 +125,7 @@ async def test_a_metadata_only_informer_caches_metadata_under_its_own_kind(
         async with _running(informer):
             await asyncio.wait_for(informer.synced.wait(), 10)
             cluster.store.create(PODS, _pod("watched", app="b"))
-            await _eventually(lambda: informer.get("default", "watched"), "the watched pod")
+            await eventually(lambda: informer.get("default", "watched"), what="the watched pod")
             for name in ("listed", "watched"):
                 cached = informer.get("default", name)
                 assert cached is not None
