@@ -107,7 +107,7 @@ def test_loading_errors_name_the_file_and_the_field(doc, field):
     [
         pytest.param(
             policy().ft_defaults(retryLimit="many").build(),
-            "retryLimit must be a non-negative integer, got 'many'",
+            "retryLimit: must be a non-negative integer, got 'many'",
             id="a default retry limit that is not a number",
         ),
         pytest.param(
