@@ -413,7 +413,9 @@ async def test_the_smoke_test_of_the_install_guide_as_written(
         assert "job.batch.volcano.sh/smoke created" in output("kubectl create -f smoke-job.yaml")
         assert "adopted" in output("kubectl get vcjob smoke").splitlines()[1]
         events = output("kubectl describe vcjob smoke").split("Events:", 1)[1]
-        assert events.index("Adopted") < events.index("Running"), events
+        # kubectl describe sorts Events by their timestamps, which are whole seconds: two of
+        # the same second come in no set order, so only their presence is asserted.
+        assert "Adopted" in events and "Running" in events, events
         assert "smoke" in output("kubectl get appwrapper smoke")
         assert len(output("kubectl get workloads").splitlines()) == 2
         pods = output("kubectl get pods").split()
