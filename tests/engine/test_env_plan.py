@@ -71,6 +71,7 @@ def test_a_helper_task_gets_the_master_address_and_port_only_and_counts_in_no_si
         {"name": "MASTER_PORT", "value": "23456"},
     )
     assert ps.in_world is False
+    assert (ps.offset, ps.nproc) == (0, 0)
     assert (ps.template_labels, ps.template_annotations) == ({}, {})
     assert (plan.nnodes, plan.world_size) == (3, 12)
     worker_plan = plan.for_group("worker")
@@ -85,6 +86,18 @@ def test_the_master_task_stays_in_the_world_even_when_listed_as_excluded():
     assert master_plan is not None and master_plan.in_world
     assert _values(master_plan)["RANK"] == "0"
     assert (plan.nnodes, plan.world_size) == (1, 1)
+
+
+def test_the_plan_carries_the_address_port_sizes_and_what_nproc_came_from():
+    master = _group("master", 2, _template(_container(limits={GPU: "4"})))
+    plan = _plan([master], master, accelerators=iter([GPU, "amd.com/gpu"]), nproc_override=2)
+    assert (plan.master_addr, plan.master_port, plan.nnodes, plan.world_size) == (
+        "j-master-0.j",
+        23456,
+        2,
+        4,
+    )
+    assert (plan.accelerators, plan.nproc_override) == ((GPU, "amd.com/gpu"), 2)
 
 
 def test_for_group_finds_each_group_by_name_and_nothing_for_an_unknown_name():
@@ -140,6 +153,15 @@ def test_a_glob_never_counts_a_share_of_a_device_but_an_exact_name_does():
     template = _template(_container(limits={"volcano.sh/vgpu-memory": "2048"}))
     assert plumbing.accelerator_count(template, ("volcano.sh/*",)) == 0
     assert plumbing.accelerator_count(template, ("volcano.sh/vgpu-memory",)) == 2048
+
+
+def test_an_accelerator_the_policy_does_not_count_is_found_in_any_container():
+    template = _template(
+        _container("plain"),
+        _container("counted", limits={GPU: "1"}),
+        _container("other", limits={"cpu": "1", "amd.com/gpu": "2"}),
+    )
+    assert plumbing.uncounted_accelerators(template, (GPU,)) == [(2, "amd.com/gpu")]
 
 
 # --- where NPROC_PER_NODE comes from, in words -----------------------------------------------
@@ -232,6 +254,18 @@ def test_references_names_every_variable_a_value_uses():
     }
     assert plumbing.references("$$") == set()
     assert plumbing.references(None) == set()
+    assert plumbing.references(7) == set()
+
+
+def test_apply_leaves_a_container_that_is_no_map_as_it_is():
+    master = _group("master", 1)
+    group_plan = _plan([master], master).groups[0]
+    applied = plumbing.apply(_template({"name": "a"}, init=("not-a-container",)), group_plan)
+    assert applied["spec"]["initContainers"] == ["not-a-container"]
+    assert [e["name"] for e in applied["spec"]["containers"][0]["env"]][:2] == [
+        "MASTER_ADDR",
+        "MASTER_PORT",
+    ]
 
 
 # --- small parsers ---------------------------------------------------------------------------
