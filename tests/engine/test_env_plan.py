@@ -71,12 +71,10 @@ def test_a_helper_task_gets_the_master_address_and_port_only_and_counts_in_no_si
         {"name": "MASTER_PORT", "value": "23456"},
     )
     assert ps.in_world is False
-    assert (ps.offset, ps.nproc) == (0, 0)
     assert (ps.template_labels, ps.template_annotations) == ({}, {})
-    assert (plan.nnodes, plan.world_size) == (3, 12)
     worker_plan = plan.for_group("worker")
     assert worker_plan is not None and worker_plan.in_world is True
-    assert _values(worker_plan)["WORLD_SIZE"] == "12"
+    assert (_values(worker_plan)["NNODES"], _values(worker_plan)["WORLD_SIZE"]) == ("3", "12")
 
 
 def test_the_master_task_stays_in_the_world_even_when_listed_as_excluded():
@@ -84,20 +82,17 @@ def test_the_master_task_stays_in_the_world_even_when_listed_as_excluded():
     plan = _plan([worker, master], master, excluded=("master", "worker"))
     master_plan = plan.for_group("master")
     assert master_plan is not None and master_plan.in_world
-    assert _values(master_plan)["RANK"] == "0"
-    assert (plan.nnodes, plan.world_size) == (1, 1)
+    values = _values(master_plan)
+    assert (values["RANK"], values["NNODES"], values["WORLD_SIZE"]) == ("0", "1", "1")
 
 
-def test_the_plan_carries_the_address_port_sizes_and_what_nproc_came_from():
+def test_the_plan_keeps_the_policy_s_accelerators_and_the_nproc_annotation():
+    # Both are read back by the rules that explain NPROC_PER_NODE, so a one-shot iterable
+    # must be kept as a tuple.
     master = _group("master", 2, _template(_container(limits={GPU: "4"})))
     plan = _plan([master], master, accelerators=iter([GPU, "amd.com/gpu"]), nproc_override=2)
-    assert (plan.master_addr, plan.master_port, plan.nnodes, plan.world_size) == (
-        "j-master-0.j",
-        23456,
-        2,
-        4,
-    )
     assert (plan.accelerators, plan.nproc_override) == ((GPU, "amd.com/gpu"), 2)
+    assert _values(plan.groups[0])["WORLD_SIZE"] == "4"
 
 
 def test_for_group_finds_each_group_by_name_and_nothing_for_an_unknown_name():
@@ -111,7 +106,6 @@ def test_groups_after_the_master_are_ranked_from_an_offset_label():
     master, worker = _group("master", 1), _group("worker", 3)
     worker_plan = _plan([worker, master], master).for_group("worker")
     assert worker_plan is not None
-    assert worker_plan.offset == 1
     assert worker_plan.template_labels == {names.NODE_RANK_OFFSET_LABEL: "1"}
     assert worker_plan.template_annotations == {names.POD_INDEX_KEY_ANNOTATION: INDEX}
 
