@@ -17,6 +17,7 @@ from testbed.cluster.resources import PODS
 from tests.support.waiting import eventually
 from webhook.core.ports import ApiFailure, Gone
 from webhook.shell import informer as informer_module
+from webhook.shell import kube
 from webhook.shell.informer import Informer
 from webhook.shell.kube import Kind, KubeClient
 
@@ -85,7 +86,7 @@ async def test_pages_shrink_when_objects_are_large_and_grow_when_small(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Pages are sized by bytes: objects filled up arrive a few at a time, small ones many."""
-    monkeypatch.setattr(informer_module, "PAGE_BYTES", 64 << 10)
+    monkeypatch.setattr(kube, "PAGE_BYTES", 64 << 10)
     cluster = FakeCluster()
     for i in range(30):
         big = _pod(f"big{i:02}")
@@ -138,6 +139,8 @@ async def test_a_metadata_only_informer_caches_metadata_under_its_own_kind(
 
 
 async def test_an_expired_continue_token_starts_the_list_over(tmp_path: Path) -> None:
+    """The list started over is the cache: a pod the expired list gave and that is deleted
+    before the list starts over is not cached."""
     cluster = FakeCluster()
     for i in range(6):
         cluster.store.create(PODS, _pod(f"p{i}"))
@@ -149,6 +152,7 @@ async def test_an_expired_continue_token_starts_the_list_over(tmp_path: Path) ->
             page = await listed(*args, **kwargs)
             if not kwargs.get("continue_token") and len(cluster.requests_to("GET", "/pods")) == 1:
                 cluster.store.create(PODS, _pod("late"))
+                cluster.store.delete(PODS, "default", "p0", grace_period_seconds=0)
                 cluster.store.compact()  # the first page's version is gone
             return page
 
@@ -158,7 +162,10 @@ async def test_an_expired_continue_token_starts_the_list_over(tmp_path: Path) ->
             await asyncio.wait_for(informer.synced.wait(), 10)
             pages = [q for q in cluster.requests_to("GET", r"/pods$") if "watch" not in q.query]
             assert [bool(q.query.get("continue")) for q in pages] == [False, True, False, True]
-            assert len(informer.items()) == 7
+            assert sorted(o["metadata"]["name"] for o in informer.items()) == [
+                "late",
+                *(f"p{i}" for i in range(1, 6)),
+            ]
 
 
 async def test_a_transform_strips_what_is_cached_and_drops_what_is_not_wanted(
