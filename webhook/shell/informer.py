@@ -189,17 +189,22 @@ class Informer:
         ):  # fmt: skip
             if page.starts_list:
                 fresh = {}
-            for count, item in enumerate(page.items, 1):
-                kept = self._prepared(item)
-                if kept is not None:
-                    fresh[key_of(kept)] = kept
-                if count % HANDLER_BATCH == 0:
-                    await asyncio.sleep(0)  # the serving loop's turn within a page
+            await self._prepare_page(page.items, fresh)
             gc.freeze()  # what this page added to the cache (what it did not keep goes with it)
             version = page.version
             if not page.last:
                 await asyncio.sleep(0)  # the serving loop's turn between pages
         return fresh, version
+
+    async def _prepare_page(self, items: list[Any], into: dict[Key, Obj]) -> None:
+        """Each object of a page prepared into ``into``, the serving loop's turn every
+        ``HANDLER_BATCH``; nothing of the page is left referenced here once it returns."""
+        for count, item in enumerate(items, 1):
+            kept = self._prepared(item)
+            if kept is not None:
+                into[key_of(kept)] = kept
+            if count % HANDLER_BATCH == 0:
+                await asyncio.sleep(0)  # the serving loop's turn within a page
 
     async def _relist(self) -> str:
         fresh, version = await self._list()
