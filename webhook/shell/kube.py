@@ -89,12 +89,12 @@ FIRST_PAGE: Final = 20
 PAGE_BYTES: Final = 4 << 20
 
 
-def next_page_limit(limit: int, items: int, size: int, most: int, budget: int = PAGE_BYTES) -> int:
+def next_page_limit(limit: int, items: int, size: int, most: int) -> int:
     """The next page's limit: as many objects as the last page's average size fits in
-    ``budget`` bytes, at least one, at most four times ``limit`` and at most ``most``."""
+    ``PAGE_BYTES``, at least one, at most four times ``limit`` and at most ``most``."""
     if not items or size <= 0:
         return min(limit * 4, most)
-    fits = budget * items // size
+    fits = PAGE_BYTES * items // size
     return max(1, min(fits, limit * 4, most))
 
 
@@ -586,7 +586,7 @@ class Api:
             decoded = answer.pop("items", None)
             items: list[Any] = decoded if isinstance(decoded, list) else []
             metadata = objects.as_map(answer.get("metadata"))
-            limit = next_page_limit(limit, len(items), size, most, PAGE_BYTES)
+            limit = next_page_limit(limit, len(items), size, most)
             token = str(metadata.get("continue") or "")
             yield Page(items, starts_list, not token, str(metadata.get("resourceVersion") or ""))
             items.clear()  # the page goes before the next arrives, whatever its reader still holds
