@@ -150,15 +150,12 @@ class VolcanoJobBuilder(Builder):
         partition: Mapping[str, Any] | None = None,
         **extra: Any,
     ) -> Self:
-        task: dict[str, Any] = {}
-        if name is not None:
-            task["name"] = name
-        if replicas is not None:
-            task["replicas"] = replicas
-        if min_available is not None:
-            task["minAvailable"] = min_available
-        if partition is not None:
-            task["partitionPolicy"] = dict(partition)
+        task = _given(
+            name=name,
+            replicas=replicas,
+            minAvailable=min_available,
+            partitionPolicy=None if partition is None else dict(partition),
+        )
         task["template"] = pod_template(
             gpus=gpus,
             resource=resource,
@@ -241,14 +238,13 @@ class VolcanoJobBuilder(Builder):
 
 
 def _topology(mode: str | None, tier: int | None, tier_name: str | None) -> dict[str, Any]:
-    topo: dict[str, Any] = {}
-    if mode is not None:
-        topo["mode"] = mode
-    if tier is not None:
-        topo["highestTierAllowed"] = tier
-    if tier_name is not None:
-        topo["highestTierName"] = tier_name
-    return topo
+    return _given(mode=mode, highestTierAllowed=tier, highestTierName=tier_name)
+
+
+def _given(**fields: Any) -> dict[str, Any]:
+    """The fields a test gave a value, in order: None leaves a field out of the object, as a
+    user who does not set it does (so tests reach the defaults and the missing-field checks)."""
+    return {field: value for field, value in fields.items() if value is not None}
 
 
 def training_job(

@@ -18,7 +18,7 @@ import pytest
 
 from testbed.apiserver import UserInfo
 from testbed.cluster.patches import MERGE_PATCH
-from testbed.cluster.resources import APPWRAPPERS, PODS, VCJOBS
+from testbed.cluster.resources import APPWRAPPERS, PODS, VCJOBS, Resource
 from testbed.cluster.store import ApiError
 from testbed.pki import ServingPki
 from tests.adopt.cluster import ALICE, NAMESPACE, Cluster, running_cluster, vcjob
@@ -83,9 +83,13 @@ def _event_messages(cluster: Cluster, reason: str) -> list[str]:
     ]
 
 
-async def _alices_job(cluster: Cluster, name: str = "train", *, workers: int = 1) -> Obj:
-    """alice's Volcano Job (a master and ``workers`` workers, 1 GPU each), adopted."""
-    await cluster.api.create(VCJOBS, vcjob(name, workers=workers, gpus=1), user=ALICE)
+async def _alices_job(
+    cluster: Cluster, name: str = "train", *, workers: int = 1, manifest: Obj | None = None
+) -> Obj:
+    """alice's Volcano Job (a master and ``workers`` workers, 1 GPU each, or ``manifest``),
+    created and settled."""
+    submitted = vcjob(name, workers=workers, gpus=1) if manifest is None else manifest
+    await cluster.api.create(VCJOBS, submitted, user=ALICE)
     await cluster.settle()
     job = cluster.job(name)
     assert job is not None
@@ -96,6 +100,14 @@ async def _refused(call: Any) -> ApiError:
     with pytest.raises(ApiError) as refused:
         await call
     return refused.value
+
+
+async def _patch_refused(
+    cluster: Cluster, resource: Resource, name: str, patch: Obj, *, user: UserInfo
+) -> ApiError:
+    """The refusal of ``user``'s merge patch of ``name`` in the namespace."""
+    return await _refused(cluster.api.patch(resource, NAMESPACE, name, patch, MERGE_PATCH,
+                                            user=user))  # fmt: skip
 
 
 # --- g01: a pod someone else created never spends a job's admission ------------------------------
@@ -152,12 +164,10 @@ async def test_g01_the_claim_of_a_running_pod_cannot_be_taken_off_and_every_clai
 
         # Step 4 of the review: the AppWrapper label off a running pod of the job.
         unlabel = {"metadata": {"labels": {names.APPWRAPPER_LABEL: None}}}
-        refused = await _refused(cluster.api.patch(PODS, NAMESPACE, "train-worker-0", unlabel,
-                                                   MERGE_PATCH, user=MALLORY))  # fmt: skip
+        refused = await _patch_refused(cluster, PODS, "train-worker-0", unlabel, user=MALLORY)
         assert refused.status == 403 and "autowrap-wrapped-pods" in refused.message
         disown = {"metadata": {"ownerReferences": []}}
-        refused = await _refused(cluster.api.patch(PODS, NAMESPACE, "train-worker-0", disown,
-                                                   MERGE_PATCH, user=MALLORY))  # fmt: skip
+        refused = await _patch_refused(cluster, PODS, "train-worker-0", disown, user=MALLORY)
         assert refused.status == 403 and "autowrap-wrapped-pods" in refused.message
 
         # A pod of hers that runs and claims the job by its controller reference only (no
@@ -200,9 +210,8 @@ async def test_an_owner_reference_costs_its_writer_only_what_upstream_asks(
 
         pod["metadata"]["ownerReferences"] = [owner]  # not a controller: no claim
         await cluster.api.create(PODS, pod, user=MALLORY)
-        refused = await _refused(cluster.api.patch(
-            PODS, NAMESPACE, "mine", {"metadata": {"ownerReferences": []}}, MERGE_PATCH,
-            user=MALLORY))  # fmt: skip
+        disown = {"metadata": {"ownerReferences": []}}
+        refused = await _patch_refused(cluster, PODS, "mine", disown, user=MALLORY)
         assert "cannot set an ownerRef on a resource you can't delete" in refused.message
 
 
@@ -228,10 +237,9 @@ async def test_g02_a_borrowed_controller_reference_keeps_no_pod_out_of_an_always
         namespace_labels={names.WRAP_LABEL: "Always"},
     ) as cluster:  # fmt: skip
         cluster.api.deny("mallory", verb="create", resource="appwrappers", reason="no RBAC rule")
-        await cluster.api.create(VCJOBS, _unlabelled(vcjob("holder", workers=1, gpus=1)),
-                                 user=ALICE)  # fmt: skip
-        await cluster.settle()
-        holder = cluster.job("holder")
+        holder = await _alices_job(
+            cluster, "holder", manifest=_unlabelled(vcjob("holder", workers=1, gpus=1))
+        )
         assert holder is not None and cluster.appwrapper("holder") is not None
 
         plain = _side_pod({"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "1"})
@@ -268,13 +276,11 @@ async def test_g03_the_priority_class_of_an_adopted_job_is_frozen(
     webhook_pki: ServingPki, tmp_path: Path
 ) -> None:
     async with running_cluster(webhook_pki, tmp_path) as cluster:
-        await cluster.api.create(VCJOBS, vcjob("prio", workers=1, gpus=1), user=ALICE)
-        await cluster.settle()
+        await _alices_job(cluster, "prio")
         assert _running(cluster.get(PODS, "prio-worker-0"))
 
         raise_it = {"spec": {"priorityClassName": "cluster-critical-training"}}
-        refused = await _refused(cluster.api.patch(VCJOBS, NAMESPACE, "prio", raise_it,
-                                                   MERGE_PATCH, user=MALLORY))  # fmt: skip
+        refused = await _patch_refused(cluster, VCJOBS, "prio", raise_it, user=MALLORY)
         assert refused.status == 403
         assert "spec.priorityClassName" in refused.message
         assert "delete the job and create it again" in refused.message
@@ -287,24 +293,21 @@ async def test_f3_a_changed_image_is_refused_for_the_image_not_for_min_available
 ) -> None:
     async with running_cluster(webhook_pki, tmp_path) as cluster:
         manifest = vcjob(workers=1, gpus=1)
-        await cluster.api.create(VCJOBS, copy.deepcopy(manifest), user=ALICE)
-        await cluster.settle()
+        await _alices_job(cluster, manifest=copy.deepcopy(manifest))
 
         # kubectl apply of the manifest with a new image: a merge patch of spec.tasks as the
         # manifest has them, without Volcano's minAvailable defaults (journey F3).
         for task in manifest["spec"]["tasks"]:
             task["template"]["spec"]["containers"][0]["image"] = "torch:2.5"
         patch = {"spec": {"tasks": manifest["spec"]["tasks"]}}
-        refused = await _refused(cluster.api.patch(VCJOBS, NAMESPACE, "train", patch,
-                                                   MERGE_PATCH, user=ALICE))  # fmt: skip
+        refused = await _patch_refused(cluster, VCJOBS, "train", patch, user=ALICE)
         assert "minAvailable" not in refused.message.split("denied")[0], refused.message
         assert "autowrap-adopted-job-size" not in refused.message, refused.message
         assert "validatejob.volcano.sh" in refused.message, refused.message
 
         # A task's minAvailable the update does set is still judged, and named.
         manifest["spec"]["tasks"][1]["minAvailable"] = 0
-        refused = await _refused(cluster.api.patch(VCJOBS, NAMESPACE, "train", patch,
-                                                   MERGE_PATCH, user=ALICE))  # fmt: skip
+        refused = await _patch_refused(cluster, VCJOBS, "train", patch, user=ALICE)
         assert "spec.tasks[*].minAvailable" in refused.message, refused.message
 
 
@@ -316,8 +319,7 @@ async def test_an_appwrapper_whose_job_is_gone_never_keeps_a_recreated_job_waiti
     webhook_pki: ServingPki, tmp_path: Path, restart: bool
 ) -> None:
     async with running_cluster(webhook_pki, tmp_path, auto_admit=False) as cluster:
-        await cluster.api.create(VCJOBS, vcjob(workers=1, gpus=1), user=ALICE)
-        await cluster.settle()
+        await _alices_job(cluster)
         old = cluster.appwrapper()
         assert old is not None
 
@@ -329,8 +331,7 @@ async def test_an_appwrapper_whose_job_is_gone_never_keeps_a_recreated_job_waiti
         await eventually(lambda: cluster.job() is None, what="the Job gone")
         if restart:
             await cluster.restart_controller()
-        await cluster.api.create(VCJOBS, vcjob(workers=2, gpus=1), user=ALICE)
-        await cluster.settle()
+        await _alices_job(cluster, workers=2)
 
         job = cluster.job()
         aw = cluster.appwrapper()

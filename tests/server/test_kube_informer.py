@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from testbed.cluster.resources import PODS
 from tests.support.waiting import eventually
 from webhook.core.ports import ApiFailure, Gone
 from webhook.shell import informer as informer_module
+from webhook.shell import kube
 from webhook.shell.informer import Informer
 from webhook.shell.kube import Kind, KubeClient
 
@@ -59,6 +61,29 @@ async def _running(informer: Informer) -> AsyncIterator[asyncio.Task[None]]:
             await task
 
 
+class _Decoded(dict[str, Any]):
+    """An object as decoded, whose release can be watched (a plain dict's cannot)."""
+
+
+def watch_pages(client: KubeClient) -> list[int]:
+    """Watch the objects of each page ``client`` lists: the list returned gets, each time a
+    next page is asked for, how many objects of the page before are still alive."""
+    listed = client.list_page
+    pages: list[list[weakref.ref[_Decoded]]] = []
+    alive_at_next: list[int] = []
+
+    async def watched_list(*args: Any, **kwargs: Any) -> tuple[dict[str, Any], int]:
+        if pages:
+            alive_at_next.append(sum(ref() is not None for ref in pages[-1]))
+        page, size = await listed(*args, **kwargs)
+        page["items"] = [_Decoded(item) for item in page["items"]]
+        pages.append([weakref.ref(item) for item in page["items"]])
+        return page, size
+
+    client.list_page = watched_list  # type: ignore[method-assign]
+    return alive_at_next
+
+
 def _recorder(changes: Changes) -> Callable[[Any, Any], None]:
     return lambda old, new: changes.append((_name(old), _name(new)))
 
@@ -85,7 +110,7 @@ async def test_pages_shrink_when_objects_are_large_and_grow_when_small(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Pages are sized by bytes: objects filled up arrive a few at a time, small ones many."""
-    monkeypatch.setattr(informer_module, "PAGE_BYTES", 64 << 10)
+    monkeypatch.setattr(kube, "PAGE_BYTES", 64 << 10)
     cluster = FakeCluster()
     for i in range(30):
         big = _pod(f"big{i:02}")
@@ -114,6 +139,26 @@ async def test_pages_shrink_when_objects_are_large_and_grow_when_small(
             assert len(informer) == 200
 
 
+async def test_no_object_of_a_page_is_held_when_the_next_page_is_asked_for(
+    tmp_path: Path,
+) -> None:
+    """What a list holds at a time is one page and what the cache keeps of the others."""
+    cluster = FakeCluster()
+    for i in range(5):
+        cluster.store.create(PODS, _pod(f"p{i}"))
+
+    def cut(obj: dict[str, Any]) -> dict[str, Any]:
+        return {"metadata": {k: obj["metadata"][k] for k in ("name", "resourceVersion")}}
+
+    async with _client(tmp_path, cluster) as client:
+        alive_at_next = watch_pages(client)
+        informer = Informer(client, POD_KIND, lambda old, new: None, transform=cut, page_size=2)
+        async with _running(informer):
+            await asyncio.wait_for(informer.synced.wait(), 10)
+            assert len(informer) == 5
+            assert alive_at_next == [0, 0]  # pages of 2, 2 and 1
+
+
 async def test_a_metadata_only_informer_caches_metadata_under_its_own_kind(
     tmp_path: Path,
 ) -> None:
@@ -138,6 +183,8 @@ async def test_a_metadata_only_informer_caches_metadata_under_its_own_kind(
 
 
 async def test_an_expired_continue_token_starts_the_list_over(tmp_path: Path) -> None:
+    """The list started over is the cache: a pod the expired list gave and that is deleted
+    before the list starts over is not cached."""
     cluster = FakeCluster()
     for i in range(6):
         cluster.store.create(PODS, _pod(f"p{i}"))
@@ -149,6 +196,7 @@ async def test_an_expired_continue_token_starts_the_list_over(tmp_path: Path) ->
             page = await listed(*args, **kwargs)
             if not kwargs.get("continue_token") and len(cluster.requests_to("GET", "/pods")) == 1:
                 cluster.store.create(PODS, _pod("late"))
+                cluster.store.delete(PODS, "default", "p0", grace_period_seconds=0)
                 cluster.store.compact()  # the first page's version is gone
             return page
 
@@ -158,7 +206,10 @@ async def test_an_expired_continue_token_starts_the_list_over(tmp_path: Path) ->
             await asyncio.wait_for(informer.synced.wait(), 10)
             pages = [q for q in cluster.requests_to("GET", r"/pods$") if "watch" not in q.query]
             assert [bool(q.query.get("continue")) for q in pages] == [False, True, False, True]
-            assert len(informer.items()) == 7
+            assert sorted(o["metadata"]["name"] for o in informer.items()) == [
+                "late",
+                *(f"p{i}" for i in range(1, 6)),
+            ]
 
 
 async def test_a_transform_strips_what_is_cached_and_drops_what_is_not_wanted(

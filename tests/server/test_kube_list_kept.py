@@ -10,7 +10,7 @@ import pytest
 
 from testbed.cluster.cluster import FakeCluster
 from testbed.cluster.resources import PODS
-from tests.server.test_kube_informer import POD_KIND, _client, _pod
+from tests.server.test_kube_informer import POD_KIND, _client, _pod, watch_pages
 from webhook.shell import kube
 
 
@@ -51,3 +51,20 @@ async def test_every_object_is_read_once_and_cut_even_when_the_list_starts_over(
     # that token expired, so the list starts over from a page of two ("late", "other"), then
     # four times as many, the most a page grows.
     assert limits == [(2, False), (7, True), (2, False), (8, True)]
+
+
+async def test_no_object_of_a_page_is_held_when_the_next_page_is_asked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a read holds at a time is one page and what ``keep`` made of the others."""
+    monkeypatch.setattr(kube, "FIRST_PAGE", 2)
+    cluster = FakeCluster()
+    for i in range(5):
+        cluster.store.create(PODS, _pod(f"p{i}", app="x"))
+
+    async with _client(tmp_path, cluster) as client:
+        alive_at_next = watch_pages(client)
+        kept = await client.list_kept(POD_KIND, "default", timeout=10, labels="app=x", keep=_cut)
+
+    assert sorted(k["name"] for k in kept) == [f"p{i}" for i in range(5)]
+    assert alive_at_next == [0]  # pages of 2 and 3: the first all gone when the second is asked

@@ -9,11 +9,12 @@ longer has the version it asks for (410 Gone): the same contract client-go's ref
 (k8s.io/client-go/tools/cache/reflector.go, ListAndWatch).
 
 Lists are paginated (``limit``/``continue``, as client-go's pager does: tools/pager/pager.go)
-and yield to the event loop between pages, so a cluster of many objects never holds the
-serving loop for one long decode; an expired continue token (410) starts the list over. Pages
-are sized by bytes, not only by count: the first asks for ``FIRST_PAGE`` objects, and each next
-one for as many as the last page's average size fits in ``PAGE_BYTES`` (at most four times
-more, at most ``page_size``), so objects someone filled up to the apiserver's 1.5 MiB never
+by the pager ``list_kept`` uses too (``kube.Api.pages``), and yield to the event loop within
+and between pages, so a cluster of many objects never holds the serving loop for one long
+decode; an expired continue token (410) starts the list over. Pages are sized by bytes, not
+only by count: the first asks for ``FIRST_PAGE`` objects, and each next one for as many as the
+last page's average size fits in ``kube.PAGE_BYTES`` (at most four times more, at most
+``page_size``), so objects someone filled up to the apiserver's 1.5 MiB never
 arrive hundreds at once: what a list holds in memory at a time stays a few MiB whatever users
 put in the objects. ``metadata_only`` lists and watches the objects' metadata alone
 (PartialObjectMetadata, ``kube.METADATA_ACCEPT``), as controller-runtime's metadata informers
@@ -40,7 +41,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from webhook.core.ports import ApiFailure, Gone
-from webhook.shell.kube import FIRST_PAGE, PAGE_BYTES, PAGE_SIZE, Api, Kind, next_page_limit
+from webhook.shell.kube import FIRST_PAGE, PAGE_SIZE, Api, Kind
 
 log = logging.getLogger("autowrap")
 
@@ -176,36 +177,34 @@ class Informer:
         return item if self.transform is None else self.transform(item)
 
     async def _list(self) -> tuple[dict[Key, Obj], str]:
-        """Every object, page by page; a continue token that expired starts the list over."""
-        while True:
-            fresh: dict[Key, Obj] = {}
-            token = ""
-            limit = min(FIRST_PAGE, self._page_size)
-            try:
-                while True:
-                    page, size = await self._api.list_page(
-                        self.kind, None, timeout=LIST_TIMEOUT, labels=self.labels, limit=limit,
-                        continue_token=token, metadata_only=self.metadata_only,
-                    )  # fmt: skip
-                    limit = _next_limit(limit, len(page.get("items") or ()), size, self._page_size)
-                    for count, item in enumerate(page.get("items") or [], 1):
-                        kept = self._prepared(item)
-                        if kept is not None:
-                            fresh[key_of(kept)] = kept
-                        if count % HANDLER_BATCH == 0:
-                            await asyncio.sleep(0)  # the serving loop's turn within a page
-                    page.pop("items", None)  # the page goes before the next arrives
-                    gc.freeze()
-                    metadata = page.get("metadata") or {}
-                    token = str(metadata.get("continue") or "")
-                    if not token:
-                        return fresh, str(metadata.get("resourceVersion") or "")
-                    await asyncio.sleep(0)  # the serving loop's turn between pages
-            except Gone:
-                if not token:
-                    raise
-                log.info("list continue token expired, listing again",
-                         extra={"fields": {"resource": self.kind.plural}})  # fmt: skip
+        """Every object (``Api.pages``: pages sized by bytes, a list whose continue token
+        expired started over), each prepared as its page arrives, the serving loop handed back
+        within and between pages; and the list's resourceVersion."""
+        fresh: dict[Key, Obj] = {}
+        version = ""
+        async for page in self._api.pages(
+            self.kind, timeout=LIST_TIMEOUT, labels=self.labels,
+            first=min(FIRST_PAGE, self._page_size), most=self._page_size,
+            metadata_only=self.metadata_only,
+        ):  # fmt: skip
+            if page.starts_list:
+                fresh = {}
+            await self._prepare_page(page.items, fresh)
+            gc.freeze()  # what this page added to the cache (what it did not keep goes with it)
+            version = page.version
+            if not page.last:
+                await asyncio.sleep(0)  # the serving loop's turn between pages
+        return fresh, version
+
+    async def _prepare_page(self, items: list[Any], into: dict[Key, Obj]) -> None:
+        """Each object of a page prepared into ``into``, the serving loop's turn every
+        ``HANDLER_BATCH``; nothing of the page is left referenced here once it returns."""
+        for count, item in enumerate(items, 1):
+            kept = self._prepared(item)
+            if kept is not None:
+                into[key_of(kept)] = kept
+            if count % HANDLER_BATCH == 0:
+                await asyncio.sleep(0)  # the serving loop's turn within a page
 
     async def _relist(self) -> str:
         fresh, version = await self._list()
@@ -255,10 +254,6 @@ class Informer:
                 if old is None or self.transform is None or not _same_but_version(old, new):
                     self.handled += 1
                     self._handler(old, new)
-
-
-def _next_limit(limit: int, items: int, size: int, most: int) -> int:
-    return next_page_limit(limit, items, size, most, PAGE_BYTES)
 
 
 def _same_but_version(old: Obj, new: Obj) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import socket
 import time
@@ -30,6 +31,8 @@ import orjson
 from webhook.core import kinds, provenance, queues
 from webhook.core.ports import AlreadyExists, ApiFailure, Conflict, Gone, Identity
 from webhook.model import names, objects
+
+log = logging.getLogger("autowrap")
 
 
 @dataclass(frozen=True)
@@ -86,16 +89,31 @@ FIRST_PAGE: Final = 20
 PAGE_BYTES: Final = 4 << 20
 
 
-def next_page_limit(limit: int, items: int, size: int, most: int, budget: int = PAGE_BYTES) -> int:
+def next_page_limit(limit: int, items: int, size: int, most: int) -> int:
     """The next page's limit: as many objects as the last page's average size fits in
-    ``budget`` bytes, at least one, at most four times ``limit`` and at most ``most``."""
+    ``PAGE_BYTES``, at least one, at most four times ``limit`` and at most ``most``."""
     if not items or size <= 0:
         return min(limit * 4, most)
-    fits = budget * items // size
+    fits = PAGE_BYTES * items // size
     return max(1, min(fits, limit * 4, most))
 
 
 Kept = list[dict[str, Any]]  # objects as a ``list_kept`` reader keeps them
+
+
+@dataclass
+class Page:
+    """One page of a LIST, as ``Api.pages`` hands it over."""
+
+    items: list[Any]
+    """Its objects as decoded; emptied once the reader asks for the next page."""
+    starts_list: bool
+    """The list's first page, or the first of the list started over (its continue token
+    expired): whatever earlier pages gave is then to be forgotten."""
+    last: bool
+    """No page follows."""
+    version: str
+    """Its ``metadata.resourceVersion``: the last page's is the list's, where a watch starts."""
 
 
 CONFIGMAPS: Final = Kind("", "v1", "configmaps", "ConfigMap")
@@ -522,6 +540,60 @@ class Api:
             accept=METADATA_LIST_ACCEPT if metadata_only else "application/json",
         )  # fmt: skip
 
+    async def pages(
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        *,
+        timeout: float,
+        labels: str = "",
+        first: int,
+        most: int,
+        metadata_only: bool = False,
+    ) -> AsyncGenerator[Page, None]:
+        """A whole LIST, one page at a time: the one pager behind the informers' lists and
+        ``list_kept``.
+
+        Why pages, and why sized by bytes: anyone with edit rights may fill objects up to the
+        apiserver's 1.5 MiB, so a list of them decoded at once, or in pages of a fixed count,
+        would hold hundreds of MiB on the loop that also serves the webhooks. The first page
+        asks for ``first`` objects, each next for as many as the last page's average size fits
+        in ``PAGE_BYTES`` (``next_page_limit``, at most ``most``); each page has ``timeout``,
+        and ``metadata_only`` asks for each item's metadata alone (``list_page``). A page is
+        emptied as soon as its reader asks for the next one, before that one is fetched, so
+        what is held at a time is one page and what the reader kept of the others.
+
+        A continue token the apiserver no longer honours (410 Gone: its version was
+        compacted) starts the list over, paged again, with a page whose ``starts_list`` is set:
+        the reader forgets what the expired list gave. client-go's pager lists again too
+        (``FullListIfExpired``, tools/pager/pager.go ``ListPager.List``), in one unpaged LIST
+        there, which is what pages are here to avoid. A 410 to a request without a token is not
+        an expired token's: it is raised."""
+        token, limit, starts_list = "", first, True
+        while True:
+            try:
+                answer, size = await self.list_page(
+                    kind, namespace, timeout=timeout, labels=labels, limit=limit,
+                    continue_token=token, metadata_only=metadata_only,
+                )  # fmt: skip
+            except Gone:
+                if not token:
+                    raise
+                log.info("list continue token expired, listing again",
+                         extra={"fields": {"resource": kind.plural}})  # fmt: skip
+                token, limit, starts_list = "", first, True
+                continue
+            decoded = answer.pop("items", None)
+            items: list[Any] = decoded if isinstance(decoded, list) else []
+            metadata = objects.as_map(answer.get("metadata"))
+            limit = next_page_limit(limit, len(items), size, most)
+            token = str(metadata.get("continue") or "")
+            yield Page(items, starts_list, not token, str(metadata.get("resourceVersion") or ""))
+            items.clear()  # the page goes before the next arrives, whatever its reader still holds
+            if not token:
+                return
+            starts_list = False
+
     async def list_kept(
         self,
         kind: Kind,
@@ -532,29 +604,16 @@ class Api:
         keep: Callable[[dict[str, Any]], dict[str, Any] | None],
         first_page: int = FIRST_PAGE,
     ) -> Kept:
-        """Every object of a LIST, each cut by ``keep`` (or dropped: None) as soon as its page
-        is decoded, so that what is held at a time is one page and what ``keep`` returns,
-        whatever the objects carry. Pages are sized by bytes (``next_page_limit``) as the
-        informers' are, from ``first_page`` objects, and each has ``timeout``; a continue token the apiserver no longer
-        honours (410) starts the list over, as client-go's pager does (tools/pager/pager.go)."""
-        while True:
-            kept: Kept = []
-            token, limit = "", min(first_page, FIRST_PAGE)
-            try:
-                while True:
-                    page, size = await self.list_page(kind, namespace, timeout=timeout,
-                                                      labels=labels, limit=limit,
-                                                      continue_token=token)  # fmt: skip
-                    items = page.pop("items", None) or []
-                    limit = next_page_limit(limit, len(items), size, PAGE_SIZE)
-                    kept += _each_kept(items, keep)
-                    del items  # the page goes before the next arrives
-                    token = str(objects.as_map(page.get("metadata")).get("continue") or "")
-                    if not token:
-                        return kept
-            except Gone:
-                if not token:
-                    raise
+        """Every object of a LIST (``pages``, from ``first_page`` objects), each cut by
+        ``keep`` (or dropped: None) as soon as its page is decoded, so that what is held at a
+        time is one page and what ``keep`` returns, whatever the objects carry."""
+        kept: Kept = []
+        async for page in self.pages(kind, namespace, timeout=timeout, labels=labels,
+                                     first=min(first_page, FIRST_PAGE), most=PAGE_SIZE):  # fmt: skip
+            if page.starts_list:
+                kept = []
+            kept += _each_kept(page.items, keep)
+        return kept
 
     async def create(
         self,
