@@ -312,7 +312,8 @@ class FakeCluster:
         self.version: JsonDict = {"major": "1", "minor": "33", "gitVersion": "v1.33.0-fake",
                                   "platform": "linux/amd64"}  # fmt: skip
         self._runner: web.AppRunner | None = None
-        self._streams: set[asyncio.Task[Any]] = set()
+        # Each open watch stream's task, with the resource it watches (end_watches ends them).
+        self._streams: dict[asyncio.Task[Any], str] = {}
         # GET pods/{name}/log: the kubelet's answer (testbed.sim.kubelet sets it), given the
         # pod and the container named (None: the only one); None means not started.
         self.pod_logs: Callable[[JsonDict, str | None], str | None] | None = None
@@ -365,6 +366,11 @@ class FakeCluster:
         they saw, or list again on a 410)."""
         for task in list(self._streams):
             task.cancel()
+
+    def open_watches(self, plural: str) -> int:
+        """How many watch streams of ``plural`` are open now, that :meth:`end_watches` would
+        end (a watch whose request has arrived but whose stream is not open yet is not one)."""
+        return sum(1 for watched in self._streams.values() if watched == plural)
 
     async def __aenter__(self) -> FakeCluster:
         await self.start()
@@ -1161,7 +1167,7 @@ class FakeCluster:
         await response.prepare(request)
         task = asyncio.current_task()
         if task is not None:
-            self._streams.add(task)
+            self._streams[task] = target.res.plural
         try:
             if error is not None:
                 await _send(response, "ERROR", error.status_json())
@@ -1174,7 +1180,7 @@ class FakeCluster:
             pass
         finally:
             if task is not None:
-                self._streams.discard(task)
+                self._streams.pop(task, None)
             if stream is not None:
                 await stream.aclose()
         with contextlib.suppress(ConnectionResetError, RuntimeError):

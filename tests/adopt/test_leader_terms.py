@@ -127,6 +127,10 @@ async def test_a_lagging_appwrapper_cache_never_says_the_appwrapper_is_gone(
     async with adopting(tmp_path) as cluster:
         a = await cluster.start_controller("replica-a")
         await eventually(lambda: all(i.synced.is_set() for i in a.informers), what="listed")
+        # An informer opens its watch after its list: a watch request already under way when
+        # the hold is set would escape it, and one not yet open would not be ended.
+        await eventually(lambda: cluster.api.open_watches("appwrappers") == 1,
+                         what="the AppWrapper watch open")  # fmt: skip
         stalled = asyncio.Event()
         cluster.api.inject("GET", APPWRAPPERS_COLLECTION, None, hold=stalled, times=1)
         cluster.api.end_watches()  # every watch is opened again; the AppWrappers' one stalls
