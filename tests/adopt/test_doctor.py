@@ -724,7 +724,7 @@ def test_partition_policy_matters_only_where_a_policy_writes_it() -> None:
     crd_without = {"spec": {"versions": [{"name": "v1alpha1", "schema": {"tasks": {}}}]}}
     plain = doctor.Facts(volcano_job_crd=crd_without,
                          policies=policy.PolicySet((policy.BUILTIN,)))  # fmt: skip
-    assert doctor._partition_policy(plain).level == doctor.OK
+    assert doctor.partition_policy(plain).level == doctor.OK
     partitioned = policy.build([("p.yaml", """
 apiVersion: autowrap.io/v1alpha1
 kind: Policy
@@ -734,7 +734,7 @@ spec:
   topology: {partitionDefault: {mode: hard, highestTierAllowed: 1}}
 """)])  # fmt: skip
     wanting = doctor.Facts(volcano_job_crd=crd_without, policies=partitioned)
-    found = doctor._partition_policy(wanting)
+    found = doctor.partition_policy(wanting)
     assert found.level == doctor.FAIL and "racks" in found.found and "1.14" in found.fix
 
 
