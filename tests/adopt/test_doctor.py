@@ -10,10 +10,13 @@ nothing behind.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
 import copy
 import io
+import os
+import re
 import shutil
 import subprocess
 from collections.abc import AsyncIterator, Callable
@@ -143,7 +146,13 @@ async def test_a_healthy_install_passes_every_check(installed_cluster: Installed
             "appwrapper-settings", "volcano-webhooks", "webhook-configurations",
             "admission-policies", "ca-bundle", "certificate-expiry", "endpoints", "readyz",
             "lease", "rbac", "rbac-excess", "cluster-queue", "policy-set",
-            "deployment"} <= checks  # fmt: skip
+            "deployment", "controller-identities"} <= checks  # fmt: skip
+    # Volcano's and the AppWrapper controller's ServiceAccounts may create pods, and are listed;
+    # Kueue's may not (and autowrap's own creates are dry runs).
+    identities = _by_check(report, "controller-identities")
+    assert [f["found"] for f in identities] == [
+        "2 controller identities may create pods, each in the installed list of 11"
+    ]
     running = _by_check(report, "deployment")[0]["found"]
     assert running.startswith(
         f"Deployment autowrap-system/autowrap: autowrap {__version__}, 1/1 ready"
@@ -354,6 +363,94 @@ async def test_autowrap_rbac_missing_and_excess(installed_cluster: Installed) ->
     assert "patch mutatingwebhookconfigurations.admissionregistration.k8s.io" in missing
     running = _by_check(report, "deployment")[0]
     assert "self-managed certificates" in running["found"]
+
+
+def _overlay_with(tmp_path: Path, usernames: str) -> list[dict[str, Any]]:
+    """Render the overlay docs/security.md ("Who the controllers are") describes: the release,
+    the ConfigMap autowrap-controller-identities patched to ``usernames``, and
+    deploy/controller-identities as a transformer."""
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    deploy = Path(__file__).resolve().parents[2] / "deploy"
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [os.path.relpath(deploy / "base", overlay)],
+        "patches": [{
+            "target": {"kind": "ConfigMap", "name": "autowrap-controller-identities"},
+            "patch": yaml.safe_dump([{"op": "replace", "path": "/data/usernames",
+                                      "value": usernames}]),
+        }],
+        "transformers": [os.path.relpath(deploy / "controller-identities", overlay)],
+    }))  # fmt: skip
+    done = subprocess.run(["kubectl", "kustomize", str(overlay)], capture_output=True,
+                          text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return [d for d in yaml.safe_load_all(done.stdout) if d]
+
+
+@needs_kubectl
+async def test_a_controller_under_a_name_the_installed_list_lacks(
+    webhook_pki: ServingPki, installed_cluster: Installed, tmp_path: Path
+) -> None:
+    cluster, kubeconfig = installed_cluster
+    # Volcano installed as the Helm release "vc": its job controller runs as vc-controllers.
+    for obj in installation.volcano_controllers():
+        installation.remove(cluster.api, obj)
+    for obj in installation.volcano_controllers("vc"):
+        installation.put(cluster.api, obj)
+    renamed = "system:serviceaccount:volcano-system:vc-controllers"
+    # No controller the list must name: a Deployment whose ServiceAccount may read pods but not
+    # create them, and one that may create pods only in ci (a RoleBinding), where nothing is
+    # wrapped Always.
+    cluster.api.add_namespace("monitoring")
+    cluster.api.add_namespace("ci")
+    for obj in (
+        installation.deployment("monitoring", "pod-dashboard", "example/dash:v1"),
+        installation.cluster_role("pod-reader", [
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]),
+        installation.cluster_role_binding("pod-dashboard", "pod-reader", "monitoring",
+                                          "pod-dashboard"),
+        installation.deployment("ci", "runner", "example/runner:v1"),
+        installation.cluster_role("pod-runner", [
+            {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]),
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": "runner", "namespace": "ci"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                     "name": "pod-runner"},
+         "subjects": [{"kind": "ServiceAccount", "name": "runner", "namespace": "ci"}]},
+    ):  # fmt: skip
+        installation.put(cluster.api, obj)
+
+    code, report, _ = await _doctor(kubeconfig)
+    warned = [f for f in _by_check(report, "controller-identities") if f["level"] == doctor.WARN]
+    assert len(warned) == 1, warned
+    found, fix = warned[0]["found"], warned[0]["fix"]
+    assert found.startswith(f"Deployment volcano-system/vc-controllers runs as {renamed}, which "
+                            "may create pods in every namespace (ClusterRoleBinding "
+                            "vc-controllers-role)"), found  # fmt: skip
+    assert "autowrap-wrapped-pods" in found and code == cli.EXIT_OK
+    # The fix is the overlay patch: the installed list with the controller added.
+    value = re.search(r'`value: "(\[.*\])"`', fix)
+    assert value is not None, fix
+    usernames = ast.literal_eval(value.group(1))
+    assert usernames[-1] == renamed and len(usernames) == 12
+    assert "system:serviceaccount:volcano-system:volcano-controllers" in usernames
+
+    def apply_the_overlay() -> None:
+        rendered = _overlay_with(tmp_path, value.group(1))
+        installation.apply_release(cluster.api, rendered, ca_bundle=webhook_pki.ca_bundle)
+
+    await _broken_then_fixed(
+        kubeconfig, "controller-identities", doctor.WARN,
+        [f"add '{renamed}' to the list", "ConfigMap autowrap-controller-identities",
+         "`path: /data/usernames`", "deploy/controller-identities under `transformers:`"],
+        apply_the_overlay,
+    )  # fmt: skip
+    code, report, _ = await _doctor(kubeconfig)
+    assert [f["found"] for f in _by_check(report, "controller-identities")] == [
+        "2 controller identities may create pods, each in the installed list of 12"
+    ]
 
 
 async def test_a_drifted_ca_bundle_and_the_service_endpoints(
@@ -799,3 +896,78 @@ spec:
     # Read, and absent: that is a failure.
     read = doctor.Facts(policies=team, namespaces=[namespace])
     assert ("local-queue", doctor.FAIL) in {(f.check, f.level) for f in doctor.policies(read)}
+
+
+def test_which_workloads_rbac_lets_create_pods() -> None:
+    """RBAC as the authorizer reads it: a ClusterRoleBinding grants everywhere, a RoleBinding in
+    its namespace (to a Role there or a ClusterRole), a ServiceAccount's groups count, and a rule
+    with resourceNames never allows a create."""
+
+    def role(kind: str, name: str, rule: dict[str, Any], namespace: str = "") -> dict[str, Any]:
+        meta = {"name": name, **({"namespace": namespace} if namespace else {})}
+        return {"kind": kind, "metadata": meta, "rules": [rule]}
+
+    def binding(kind: str, name: str, ref: tuple[str, str], subject: dict[str, str],
+                namespace: str = "") -> dict[str, Any]:  # fmt: skip
+        meta = {"name": name, **({"namespace": namespace} if namespace else {})}
+        return {"kind": kind, "metadata": meta, "subjects": [subject],
+                "roleRef": {"kind": ref[0], "name": ref[1]}}  # fmt: skip
+
+    create = {"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]}
+    workloads = []
+    for ns, name, spec in (("a", "plain", {"serviceAccountName": "plain"}),
+                           ("a", "old-field", {"serviceAccount": "old-field"}),
+                           ("b", "no-account", {}), ("c", "named-only", {"serviceAccountName": "x"}),
+                           ("d", "grouped", {"serviceAccountName": "g"})):  # fmt: skip
+        workloads.append({"kind": "Deployment", "metadata": {"name": name, "namespace": ns},
+                          "spec": {"template": {"spec": spec}}})  # fmt: skip
+    roles = [role("ClusterRole", "creates", create),
+             role("ClusterRole", "named", {**create, "resourceNames": ["p"]}),
+             role("Role", "local", {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}, "b")]  # fmt: skip
+    bindings = [
+        binding("ClusterRoleBinding", "plain", ("ClusterRole", "creates"),
+                {"kind": "ServiceAccount", "name": "plain", "namespace": "a"}),
+        binding("RoleBinding", "old", ("ClusterRole", "creates"),
+                {"kind": "ServiceAccount", "name": "old-field"}, "a"),
+        binding("RoleBinding", "default", ("Role", "local"),
+                {"kind": "ServiceAccount", "name": "default", "namespace": "b"}, "b"),
+        binding("ClusterRoleBinding", "named", ("ClusterRole", "named"),
+                {"kind": "ServiceAccount", "name": "x", "namespace": "c"}),
+        binding("ClusterRoleBinding", "group", ("ClusterRole", "creates"),
+                {"kind": "Group", "name": "system:serviceaccounts:d"}),
+    ]  # fmt: skip
+    found = {c.username: (c.everywhere, c.namespaces, c.workloads)
+             for c in doctor.pod_creators(workloads, roles, bindings)}  # fmt: skip
+    assert found == {
+        "system:serviceaccount:a:plain": (True, (), ("Deployment a/plain",)),
+        "system:serviceaccount:a:old-field": (False, ("a",), ("Deployment a/old-field",)),
+        "system:serviceaccount:b:default": (False, ("b",), ("Deployment b/no-account",)),
+        "system:serviceaccount:d:g": (True, (), ("Deployment d/grouped",)),
+    }
+
+
+def test_the_installed_list_is_read_where_it_is_used_and_must_agree() -> None:
+    from webhook.cli.doctor import identities
+
+    listed = [
+        "system:serviceaccount:volcano-system:volcano-controllers",
+        "system:kube-controller-manager",
+    ]
+    cel = repr(listed)
+    policy = {"spec": {"variables": [{"name": "controllers", "expression": cel}]}}
+    hook = {"name": "pods.adopt-always.autowrap.io", "matchConditions": [
+        {"name": "not-from-its-controller",
+         "expression": f"{cel}.all(u, u != request.userInfo.username) || x"},
+        {"name": "appwrapper-label-only-from-its-controller",
+         "expression": f"{repr(listed[:1])}.all(u, u != request.userInfo.username)"}]}  # fmt: skip
+    assert identities.listed_in("['a', \"b\"].all(u, u != x)") == ["a", "b"]
+    assert identities.listed_in("request.userInfo.username in ['a']") is None
+    facts = doctor.Facts(admission_policies={"autowrap-wrapped-pods": policy},
+                         mutating={"webhooks": [hook]})  # fmt: skip
+    said = doctor.controller_identities(facts)
+    assert [(f.level, f.found) for f in said] == [
+        (doctor.WARN, "the places that read the controllers' list disagree: autowrap-mutating/"
+                      "pods.adopt-always.autowrap.io (appwrapper-label-only-from-its-controller) "
+                      "lacks system:kube-controller-manager"),
+        (doctor.OK, "0 controller identities may create pods, each in the installed list of 1"),
+    ]  # fmt: skip

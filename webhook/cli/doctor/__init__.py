@@ -8,8 +8,8 @@ command that applies it, where one command does). Pure: ``webhook.cli.diagnose``
 cluster into :class:`Facts` with the user's kubeconfig; this package only judges them. What
 could not be read is said, never assumed.
 
-One module per section of the output (``prerequisites``, ``itself`` and ``certificates``,
-``namespaces``), over the facts and names they share (``facts``) and the findings and report
+One module per section of the output (``prerequisites``; ``itself``, ``certificates`` and
+``identities``; ``namespaces``), over the facts and names they share (``facts``) and the findings and report
 they make (``findings``); :func:`judge` runs them all, in the order they are printed.
 """
 
@@ -49,6 +49,7 @@ from webhook.cli.doctor.facts import (
     shown,
 )
 from webhook.cli.doctor.findings import FAIL, LEVELS, OK, WARN, Finding, render, report, worst
+from webhook.cli.doctor.identities import controller_identities, pod_creators
 from webhook.cli.doctor.itself import (
     COMPONENT_CREATE,
     FORBIDDEN,
@@ -93,6 +94,7 @@ def judge(facts: Facts) -> list[Finding]:
     out += ca_bundles(facts)
     out.append(lease(facts))
     out += access(facts)
+    out += controller_identities(facts)
     out += policies(facts)
     return out
 
@@ -141,6 +143,7 @@ __all__ = [
     "ca_bundles",
     "cert_manager",
     "container_args",
+    "controller_identities",
     "endpoints",
     "image_version",
     "judge",
@@ -151,6 +154,7 @@ __all__ = [
     "lease",
     "parse_version",
     "partition_policy",
+    "pod_creators",
     "policies",
     "render",
     "report",

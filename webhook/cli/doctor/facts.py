@@ -131,6 +131,11 @@ class Facts:
     needed: Sequence[tuple[str, str, str, str]] = ()
     # (group, resource, verb, namespace) -> allowed, for autowrap's ServiceAccount.
     access: Mapping[tuple[str, str, str, str], bool] = field(default_factory=dict)
+    # Every Deployment and StatefulSet, and the RBAC that says which of them may create pods
+    # (the controllers the installed identities list must name: doctor.identities).
+    workloads: Sequence[Obj] = ()
+    rbac_roles: Sequence[Obj] = ()  # ClusterRoles and Roles
+    rbac_bindings: Sequence[Obj] = ()  # ClusterRoleBindings and RoleBindings
     policies: PolicySet | None = None
     policy_error: str = ""
     namespaces: Sequence[Obj] = ()
