@@ -400,41 +400,59 @@ async def test_a_controller_under_a_name_the_installed_list_lacks(
     for obj in installation.volcano_controllers("vc"):
         installation.put(cluster.api, obj)
     renamed = "system:serviceaccount:volcano-system:vc-controllers"
+    # An operator installed per namespace: its ServiceAccount may create pods in team-a
+    # (wrap: Always) through a RoleBinding there.
+    operator = "system:serviceaccount:spark-operator:spark-operator-controller"
     # No controller the list must name: a Deployment whose ServiceAccount may read pods but not
-    # create them, and one that may create pods only in ci (a RoleBinding), where nothing is
-    # wrapped Always.
+    # create them, and a workload of team-a that may create pods in team-a alone (its pods are
+    # wrapped there by design).
     cluster.api.add_namespace("monitoring")
-    cluster.api.add_namespace("ci")
+    cluster.api.add_namespace("spark-operator")
+
+    def role_binding(namespace: str, name: str, account: tuple[str, str]) -> dict[str, Any]:
+        return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": {"name": name, "namespace": namespace},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                            "name": "pod-runner"},
+                "subjects": [{"kind": "ServiceAccount", "name": account[1],
+                              "namespace": account[0]}]}  # fmt: skip
+
     for obj in (
         installation.deployment("monitoring", "pod-dashboard", "example/dash:v1"),
         installation.cluster_role("pod-reader", [
             {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]),
         installation.cluster_role_binding("pod-dashboard", "pod-reader", "monitoring",
                                           "pod-dashboard"),
-        installation.deployment("ci", "runner", "example/runner:v1"),
         installation.cluster_role("pod-runner", [
             {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]),
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": {"name": "runner", "namespace": "ci"},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                     "name": "pod-runner"},
-         "subjects": [{"kind": "ServiceAccount", "name": "runner", "namespace": "ci"}]},
+        installation.deployment(TEAM_A, "runner", "example/runner:v1"),
+        role_binding(TEAM_A, "runner", (TEAM_A, "runner")),
+        installation.deployment("spark-operator", "spark-operator-controller", "example/so:v2"),
+        role_binding(TEAM_A, "spark-operator", ("spark-operator", "spark-operator-controller")),
     ):  # fmt: skip
         installation.put(cluster.api, obj)
 
     code, report, _ = await _doctor(kubeconfig)
     warned = [f for f in _by_check(report, "controller-identities") if f["level"] == doctor.WARN]
-    assert len(warned) == 1, warned
-    found, fix = warned[0]["found"], warned[0]["fix"]
-    assert found.startswith(f"Deployment volcano-system/vc-controllers runs as {renamed}, which "
-                            "may create pods in every namespace (ClusterRoleBinding "
-                            "vc-controllers-role)"), found  # fmt: skip
-    assert "autowrap-wrapped-pods" in found and code == cli.EXIT_OK
-    # The fix is the overlay patch: the installed list with the controller added.
+    assert [f["found"].partition(" but ")[0] for f in warned] == [
+        "Deployment spark-operator/spark-operator-controller runs as "
+        f"{operator}, which may create pods in team-a (RoleBinding spark-operator)",
+        f"Deployment volcano-system/vc-controllers runs as {renamed}, which may create pods in "
+        "every namespace (ClusterRoleBinding vc-controllers-role)",
+    ]
+    assert warned[1]["found"].endswith(
+        "is not in the installed controllers' list: the pods it makes for a Volcano Job or an "
+        "AppWrapper are refused (autowrap-wrapped-pods), and in wrap: Always namespaces what it "
+        "creates is sent to autowrap, which refuses it"
+    )
+    assert code == cli.EXIT_OK
+    # The fix is the overlay patch: the installed list with both controllers added.
+    fix = warned[1]["fix"]
+    assert fix.startswith("if it is a controller you trust"), fix
     value = re.search(r'`value: "(\[.*\])"`', fix)
     assert value is not None, fix
     usernames = ast.literal_eval(value.group(1))
-    assert usernames[-1] == renamed and len(usernames) == 12
+    assert usernames[-2:] == [operator, renamed] and len(usernames) == 13
     assert "system:serviceaccount:volcano-system:volcano-controllers" in usernames
 
     def apply_the_overlay() -> None:
@@ -449,7 +467,7 @@ async def test_a_controller_under_a_name_the_installed_list_lacks(
     )  # fmt: skip
     code, report, _ = await _doctor(kubeconfig)
     assert [f["found"] for f in _by_check(report, "controller-identities")] == [
-        "2 controller identities may create pods, each in the installed list of 12"
+        "3 controller identities may create pods, each in the installed list of 13"
     ]
 
 

@@ -24,7 +24,16 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from webhook.cli.doctor.facts import MUTATING, VALIDATING, Facts, Obj, cannot_read, hooks_of
+from webhook.cli.doctor.facts import (
+    MUTATING,
+    VALIDATING,
+    Facts,
+    Obj,
+    cannot_read,
+    fix_read,
+    hooks_of,
+    unread_reason,
+)
 from webhook.cli.doctor.findings import OK, WARN, Finding
 from webhook.model import names, objects
 from webhook.model.objects import as_list, as_map
@@ -82,11 +91,21 @@ class PodCreator:
     """A ServiceAccount that workloads run under and RBAC lets create pods: where (every
     namespace, or those of its RoleBindings), and through which bindings."""
 
-    username: str
+    namespace: str
+    account: str
     workloads: tuple[str, ...]  # "Deployment volcano-system/volcano-controllers", ...
     everywhere: bool
     namespaces: tuple[str, ...] = ()
     bindings: tuple[str, ...] = field(default=())
+
+    @property
+    def username(self) -> str:
+        return f"system:serviceaccount:{self.namespace}:{self.account}"
+
+    @property
+    def elsewhere(self) -> tuple[str, ...]:
+        """The namespaces besides its own where RoleBindings let it create pods."""
+        return tuple(ns for ns in self.namespaces if ns != self.namespace)
 
 
 def service_account_of(workload: Obj) -> tuple[str, str]:
@@ -157,20 +176,26 @@ def pod_creators(
             where |= {ns} if ns else set()
             through.append(f"{binding.get('kind')} {meta.get('name')}")
         if through:
-            out.append(PodCreator(f"system:serviceaccount:{namespace}:{account}", tuple(labels),
-                                  everywhere, tuple(sorted(where)), tuple(through)))  # fmt: skip
+            out.append(PodCreator(namespace, account, tuple(labels), everywhere,
+                                  tuple(sorted(where)), tuple(through)))  # fmt: skip
     return out
 
 
 # --- the check -----------------------------------------------------------------------------------
 
 
-def _always_namespaces(facts: Facts) -> set[str] | None:
-    """The namespaces labelled for the *-always entries; None when namespaces were not read."""
-    if "namespaces" in facts.unreadable:
-        return None
-    return {objects.name_of(ns) for ns in facts.namespaces
-            if objects.labels_of(ns).get(names.WRAP_LABEL) == "Always"}  # fmt: skip
+def _judged(creator: PodCreator, facts: Facts) -> bool:
+    """Whether the list must name ``creator``: a controller of the cluster may create pods in
+    every namespace, or (installed per namespace, as some operators are) through RoleBindings
+    in namespaces besides its own, of which one is labelled Always (or the labels were not
+    read). A grant in its own namespace alone makes a workload of that namespace, such as a
+    notebook or a CI runner: its pods are wrapped there by design, and listing it would let
+    anyone who may act as that ServiceAccount (a namespace editor) skip wrapping."""
+    if creator.everywhere or "namespaces" in facts.unreadable and creator.elsewhere:
+        return True
+    always = {objects.name_of(ns) for ns in facts.namespaces
+              if objects.labels_of(ns).get(names.WRAP_LABEL) == "Always"}  # fmt: skip
+    return bool(set(creator.elsewhere) & always)
 
 
 def _patch(listed: Sequence[str], missing: Sequence[str]) -> str:
@@ -191,16 +216,20 @@ def controller_identities(facts: Facts) -> list[Finding]:
             return [cannot]
     places = installed_lists(facts)
     if not places:
+        unread = [why for key in ("admission_policies", MUTATING, VALIDATING)
+                  if (why := unread_reason(facts, key, key.replace("_", " ")))]  # fmt: skip
         return [Finding("autowrap", CHECK, WARN,
-                        f"no installed list of controllers: neither {WRAPPED_PODS} nor the "
-                        "*-always webhook entries were found",
-                        "apply the release file again")]  # fmt: skip
+                        "; ".join(unread) or f"no installed list of controllers: neither "
+                        f"{WRAPPED_PODS} nor the *-always webhook entries were found",
+                        fix_read("ValidatingAdmissionPolicies and webhook configurations")
+                        if unread else "apply the release file again")]  # fmt: skip
     out = []
     unparsed = sorted(p for p, found in places.items() if found is None)
-    parsed = {p: found for p, found in places.items() if found is not None}
-    agreed = set.intersection(*(set(v) for v in parsed.values())) if parsed else set()
-    differ = sorted(f"{p} lacks {', '.join(sorted(set().union(*parsed.values()) - set(v)))}"
-                    for p, v in parsed.items() if set(v) != set().union(*parsed.values()))  # fmt: skip
+    parsed = {p: set(found) for p, found in places.items() if found is not None}
+    anywhere = set[str]().union(*parsed.values())
+    agreed = anywhere.intersection(*parsed.values())
+    differ = sorted(f"{p} lacks {', '.join(sorted(anywhere - found))}"
+                    for p, found in parsed.items() if found != anywhere)  # fmt: skip
     if unparsed or differ:
         said = ([f"{', '.join(unparsed)} do not open with a list of usernames"] if unparsed
                 else []) + differ  # fmt: skip
@@ -209,21 +238,17 @@ def controller_identities(facts: Facts) -> list[Finding]:
                            + "; ".join(said),
                            f"apply your overlay again ({TRANSFORMER} copies the one list into "
                            "every place); never edit the installed objects by hand"))  # fmt: skip
-    order = next(iter(parsed.values()), [])
+    order = next((found for found in places.values() if found is not None), [])
     listed = [u for u in order if u in agreed]
-    always = _always_namespaces(facts)
     own = f"system:serviceaccount:{facts.install_namespace}:{names.SERVICE_NAME}"
     creators = [c for c in pod_creators(facts.workloads, facts.rbac_roles, facts.rbac_bindings)
                 if c.username != own]  # fmt: skip
-    # A grant confined to namespaces none of which is labelled Always cannot meet the *-always
-    # entries (only the policy, for pods that claim a wrapped object).
-    judged = [c for c in creators
-              if c.everywhere or always is None or set(c.namespaces) & always]  # fmt: skip
+    judged = [c for c in creators if _judged(c, facts)]
     unlisted = [c for c in judged if c.username not in agreed]
     fix = _patch(listed, [c.username for c in unlisted])
     for creator in unlisted:
         scope = ("in every namespace" if creator.everywhere
-                 else f"in {', '.join(creator.namespaces)}")  # fmt: skip
+                 else f"in {', '.join(creator.elsewhere)}")  # fmt: skip
         out.append(Finding(
             "autowrap", CHECK, WARN,
             f"{', '.join(creator.workloads)} runs as {creator.username}, which may create pods "
@@ -231,7 +256,9 @@ def controller_identities(facts: Facts) -> list[Finding]:
             f"list: the pods it makes for a Volcano Job or an AppWrapper are refused "
             f"({WRAPPED_PODS}), and in wrap: Always namespaces what it creates is sent to "
             "autowrap, which refuses it",
-            f"add '{creator.username}' to the list: {fix}",
+            f"if it is a controller you trust (a listed identity's objects are not wrapped, "
+            f"and it may create pods that claim a wrapped object), add '{creator.username}' to "
+            f"the list: {fix}",
         ))  # fmt: skip
     if not unlisted:
         out.append(Finding("autowrap", CHECK, OK,
