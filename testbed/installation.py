@@ -129,17 +129,26 @@ def cluster_role_binding(name: str, role: str, namespace: str, account: str) -> 
                           "namespace": namespace}]}  # fmt: skip
 
 
-def volcano_controllers(release: str = "volcano", namespace: str = "volcano-system") -> list[Obj]:
-    """What Volcano's Helm chart installs for its job controller (installer/helm/chart/volcano/
-    templates/controllers.yaml): Deployment, ClusterRole and ClusterRoleBinding, all named for
-    the Helm release, the pods running as ServiceAccount ``<release>-controllers``, which may
-    create pods in every namespace."""
-    name = f"{release}-controllers"
-    pods = {"apiGroups": [""], "resources": ["pods"],
-            "verbs": ["create", "get", "list", "watch", "update", "bind", "delete", "patch"]}  # fmt: skip
-    return [deployment(namespace, name, "volcanosh/vc-controller-manager:v1.11.0"),
-            cluster_role(name, [pods]),
-            cluster_role_binding(f"{name}-role", name, namespace, name)]  # fmt: skip
+def volcano_release(release: str = "volcano", namespace: str = "volcano-system") -> list[Obj]:
+    """What Volcano's Helm chart installs for its job controller and its scheduler
+    (installer/helm/chart/volcano/templates/controllers.yaml, scheduler.yaml): for each, a
+    Deployment whose pods run as ServiceAccount ``<release>-<component>``, a ClusterRole and
+    its ClusterRoleBinding, all named for the Helm release. The controllers may create pods;
+    the scheduler only binds them (``pods/binding``)."""
+    out = []
+    for component, pods, binding in (
+        ("controllers", ["create", "get", "list", "watch", "update", "bind", "delete", "patch"],
+         []),
+        ("scheduler", ["get", "list", "watch", "patch", "delete"],
+         [{"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]}]),
+    ):  # fmt: skip
+        name = f"{release}-{component}"
+        image = f"volcanosh/vc-{'controller-manager' if component == 'controllers' else component}"
+        out += [deployment(namespace, name, f"{image}:v1.11.0"),
+                cluster_role(name, [{"apiGroups": [""], "resources": ["pods"], "verbs": pods},
+                                    *binding]),
+                cluster_role_binding(f"{name}-role", name, namespace, name)]  # fmt: skip
+    return out
 
 
 def config_map(namespace: str, name: str, data: Mapping[str, str]) -> Obj:
@@ -249,7 +258,7 @@ def install(
                      "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"]}]),
                 cluster_role_binding("appwrapper-manager-rolebinding", "appwrapper-manager-role",
                                      "appwrapper-system", "appwrapper-controller-manager"),
-                *volcano_controllers()):  # fmt: skip
+                *volcano_release()):  # fmt: skip
         put(cluster, obj)
     put(cluster, _crd("batch.volcano.sh_jobs.yaml"))
     for hook, res in (("volcano-admission-service-jobs-mutate", WEBHOOK_CONFIGURATIONS[0]),

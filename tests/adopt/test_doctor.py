@@ -394,18 +394,19 @@ async def test_a_controller_under_a_name_the_installed_list_lacks(
     webhook_pki: ServingPki, installed_cluster: Installed, tmp_path: Path
 ) -> None:
     cluster, kubeconfig = installed_cluster
-    # Volcano installed as the Helm release "vc": its job controller runs as vc-controllers.
-    for obj in installation.volcano_controllers():
+    # Volcano installed as the Helm release "vc": its job controller runs as vc-controllers
+    # (and its scheduler, which may not create pods, as vc-scheduler).
+    for obj in installation.volcano_release():
         installation.remove(cluster.api, obj)
-    for obj in installation.volcano_controllers("vc"):
+    for obj in installation.volcano_release("vc"):
         installation.put(cluster.api, obj)
     renamed = "system:serviceaccount:volcano-system:vc-controllers"
     # An operator installed per namespace: its ServiceAccount may create pods in team-a
     # (wrap: Always) through a RoleBinding there.
     operator = "system:serviceaccount:spark-operator:spark-operator-controller"
-    # No controller the list must name: a Deployment whose ServiceAccount may read pods but not
-    # create them, and a workload of team-a that may create pods in team-a alone (its pods are
-    # wrapped there by design).
+    # No controller the list must name: Kueue's and Volcano's scheduler's ServiceAccounts may
+    # not create pods, nor may a dashboard's that reads them; a workload of team-a may create
+    # pods in team-a alone (they are wrapped there by design).
     cluster.api.add_namespace("monitoring")
     cluster.api.add_namespace("spark-operator")
 

@@ -8,7 +8,10 @@ it has the pods it makes for a Volcano Job or an AppWrapper refused by that poli
 ``wrap: Always`` namespaces what it creates is sent to autowrap, which refuses it too: the jobs
 wait, and nothing says why until someone reads the refusals. So the list is read as installed
 (those objects are the authority, not the repository's file), and every Deployment and
-StatefulSet whose pods' ServiceAccount RBAC lets create pods is looked up in it.
+StatefulSet whose pods' ServiceAccount RBAC lets create pods is looked up in it: the ones that
+may in every namespace, or in an Always namespace besides their own (:func:`_judged` says why a
+namespace's own workloads are left out). Listing a name exempts what it creates from wrapping,
+so the fix says to list only a controller one trusts.
 
 RBAC is evaluated as kube-apiserver's authorizer does (kubernetes pkg/registry/rbac/validation/
 rule.go ``VisitRulesFor`` and ``appliesToUser``; pkg/apis/rbac/v1/evaluation_helpers.go
