@@ -612,9 +612,11 @@ async def test_what_cannot_be_read_is_said_not_assumed(installed_cluster: Instal
                        message=forbidden, reason="Forbidden")  # fmt: skip
     cluster.api.inject("POST", "/subjectaccessreviews", 403, times=None,
                        message="cannot create subjectaccessreviews", reason="Forbidden")  # fmt: skip
+    cluster.api.inject("GET", "/v1/rolebindings$", 403, times=None,
+                       message="cannot list rolebindings", reason="Forbidden")  # fmt: skip
     code, report, _ = await _doctor(kubeconfig)
     assert code == cli.EXIT_OK, [f for f in report["findings"] if f["level"] == doctor.FAIL]
-    for check in ("kueue-appwrapper-integration", "rbac"):
+    for check in ("kueue-appwrapper-integration", "rbac", "controller-identities"):
         found = _by_check(report, check)[0]
         assert found["level"] == doctor.WARN and "could not be read (HTTP 403" in found["found"]
         assert "credentials that may read" in found["fix"]
