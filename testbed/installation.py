@@ -5,7 +5,8 @@ webhook configurations with their caBundle, the ValidatingAdmissionPolicies and 
 the Service and its EndpointSlice, the policies ConfigMap, the ServiceAccount's RBAC) and what
 the other components installed: Kueue's ``kueue-manager-config`` and Deployment, the AppWrapper
 controller's Deployment and ``appwrapper-operator-config``, Volcano's Job CRD and webhook
-configurations, a ClusterQueue and its ResourceFlavor. ``autowrap doctor`` reads all of them;
+configurations, the controllers' Deployments with the RBAC their installs bind to them, a
+ClusterQueue and its ResourceFlavor. ``autowrap doctor`` reads all of them;
 :func:`install` stores them in a :class:`FakeCluster` the way those installs would, and
 :func:`grant_rbac` makes the fake authorizer answer for autowrap's ServiceAccount exactly what
 the rendered ClusterRole and Role grant (RBAC: allowed when a rule allows, denied otherwise;
@@ -55,7 +56,23 @@ ADMISSION_POLICIES = Resource(ADMISSION, "v1", "validatingadmissionpolicies",
 ADMISSION_POLICY_BINDINGS = Resource(ADMISSION, "v1", "validatingadmissionpolicybindings",
                                      "ValidatingAdmissionPolicyBinding", namespaced=False,
                                      singular="validatingadmissionpolicybinding")  # fmt: skip
-EXTRA = (DEPLOYMENTS, ENDPOINT_SLICES, CRDS, ADMISSION_POLICIES, ADMISSION_POLICY_BINDINGS)
+STATEFULSETS = Resource("apps", "v1", "statefulsets", "StatefulSet", status_subresource=True,
+                        singular="statefulset", short_names=("sts",))  # fmt: skip
+RBAC = "rbac.authorization.k8s.io"
+CLUSTER_ROLES = Resource(RBAC, "v1", "clusterroles", "ClusterRole", namespaced=False,
+                         singular="clusterrole")  # fmt: skip
+ROLES = Resource(RBAC, "v1", "roles", "Role", singular="role")
+CLUSTER_ROLE_BINDINGS = Resource(RBAC, "v1", "clusterrolebindings", "ClusterRoleBinding",
+                                 namespaced=False, singular="clusterrolebinding")  # fmt: skip
+ROLE_BINDINGS = Resource(RBAC, "v1", "rolebindings", "RoleBinding", singular="rolebinding")
+EXTRA = (DEPLOYMENTS, STATEFULSETS, ENDPOINT_SLICES, CRDS, ADMISSION_POLICIES,
+         ADMISSION_POLICY_BINDINGS, CLUSTER_ROLES, ROLES, CLUSTER_ROLE_BINDINGS, ROLE_BINDINGS)  # fmt: skip
+# What `kubectl apply` of autowrap's release stores that doctor reads.
+RELEASE_KINDS = frozenset({
+    "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding", "Service", "Deployment", "ClusterRole", "Role",
+    "ClusterRoleBinding", "RoleBinding",
+})  # fmt: skip
 
 KUEUE_IMAGE = "registry.k8s.io/kueue/kueue:v0.19.0"
 APPWRAPPER_IMAGE = "quay.io/ibm/appwrapper:v1.2.1"
@@ -80,16 +97,58 @@ APPWRAPPER_CONFIG: Obj = {"appwrapper": {"userRBACAdmissionCheck": True, "schedu
                                          "defaultQueueName": ""}}  # fmt: skip
 
 
-def deployment(namespace: str, name: str, image: str, *, ready: int = 1) -> Obj:
+def deployment(
+    namespace: str, name: str, image: str, *, ready: int = 1, service_account: str = ""
+) -> Obj:
+    """A Deployment whose pods run as ``service_account`` (by default one named like it).
+    Both fields name it, as the apiserver returns a pod spec (pkg/apis/core/v1/conversion.go
+    Convert_core_PodSpec_To_v1_PodSpec writes the deprecated serviceAccount too)."""
+    account = service_account or name
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"replicas": ready or 1, "selector": {"matchLabels": {"app": name}},
                  "template": {"metadata": {"labels": {"app": name}},
-                              "spec": {"containers": [{"name": "manager", "image": image,
+                              "spec": {"serviceAccountName": account, "serviceAccount": account,
+                                       "containers": [{"name": "manager", "image": image,
                                                        "args": ["--zap-log-level=2"]}]}}},
         "status": {"replicas": ready, "readyReplicas": ready},
     }  # fmt: skip
+
+
+def cluster_role(name: str, rules: list[Obj]) -> Obj:
+    return {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRole", "metadata": {"name": name},
+            "rules": rules}  # fmt: skip
+
+
+def cluster_role_binding(name: str, role: str, namespace: str, account: str) -> Obj:
+    """Binds ClusterRole ``role`` to ServiceAccount ``namespace/account``, cluster-wide."""
+    return {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
+            "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": account,
+                          "namespace": namespace}]}  # fmt: skip
+
+
+def volcano_release(release: str = "volcano", namespace: str = "volcano-system") -> list[Obj]:
+    """What Volcano's Helm chart installs for its job controller and its scheduler
+    (installer/helm/chart/volcano/templates/controllers.yaml, scheduler.yaml): for each, a
+    Deployment whose pods run as ServiceAccount ``<release>-<component>``, a ClusterRole and
+    its ClusterRoleBinding, all named for the Helm release. The controllers may create pods;
+    the scheduler only binds them (``pods/binding``)."""
+    out = []
+    for component, pods, binding in (
+        ("controllers", ["create", "get", "list", "watch", "update", "bind", "delete", "patch"],
+         []),
+        ("scheduler", ["get", "list", "watch", "patch", "delete"],
+         [{"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]}]),
+    ):  # fmt: skip
+        name = f"{release}-{component}"
+        image = f"volcanosh/vc-{'controller-manager' if component == 'controllers' else component}"
+        out += [deployment(namespace, name, f"{image}:v1.11.0"),
+                cluster_role(name, [{"apiGroups": [""], "resources": ["pods"], "verbs": pods},
+                                    *binding]),
+                cluster_role_binding(f"{name}-role", name, namespace, name)]  # fmt: skip
+    return out
 
 
 def config_map(namespace: str, name: str, data: Mapping[str, str]) -> Obj:
@@ -151,6 +210,13 @@ def put(cluster: FakeCluster, obj: Mapping[str, Any]) -> Obj:
     return stored
 
 
+def remove(cluster: FakeCluster, obj: Mapping[str, Any]) -> None:
+    """Delete ``obj`` as ``kubectl delete -f`` would (an uninstall of what :func:`put` stored)."""
+    res = _resource_for(cluster, obj)
+    meta = obj.get("metadata") or {}
+    cluster.store.delete(res, meta.get("namespace") if res.namespaced else None, meta["name"])
+
+
 def install(
     cluster: FakeCluster,
     rendered: Iterable[Mapping[str, Any]],
@@ -169,19 +235,7 @@ def install(
     cluster.store.serve(*EXTRA)
     for ns in ("kueue-system", "appwrapper-system", "volcano-system"):
         cluster.add_namespace(ns)
-    kinds = {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
-             "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "Service",
-             "Deployment"}  # fmt: skip
-    for obj in rendered:
-        if obj.get("kind") not in kinds:
-            continue
-        body = copy.deepcopy(dict(obj))
-        for hook in body.get("webhooks") or []:
-            hook.setdefault("clientConfig", {})["caBundle"] = ca_bundle
-        if body["kind"] == "Deployment":  # one replica serves in the testbed
-            body["spec"]["replicas"] = 1
-            body["status"] = {"replicas": 1, "readyReplicas": 1}
-        put(cluster, body)
+    apply_release(cluster, rendered, ca_bundle=ca_bundle)
     service = next(o for o in rendered if o.get("kind") == "Service")
     ns, name = service["metadata"]["namespace"], service["metadata"]["name"]
     put(cluster, endpoint_slice(ns, name, "127.0.0.1", serving_port, f"{name}-0"))
@@ -189,10 +243,23 @@ def install(
                 if p.suffix in (".yaml", ".yml")}  # fmt: skip
     put(cluster, config_map(ns, "autowrap-policies", policies))
     put(cluster, kueue_config_map())
-    put(cluster, deployment("kueue-system", "kueue-controller-manager", KUEUE_IMAGE))
-    put(cluster, appwrapper_config_map())
-    put(cluster, deployment("appwrapper-system", "appwrapper-controller-manager",
-                            APPWRAPPER_IMAGE))  # fmt: skip
+    for obj in (deployment("kueue-system", "kueue-controller-manager", KUEUE_IMAGE),
+                # kueue config/components/rbac/role.yaml (namePrefix kueue-): pods, but no create.
+                cluster_role("kueue-manager-role", [
+                    {"apiGroups": [""], "resources": ["pods"],
+                     "verbs": ["delete", "get", "list", "patch", "update", "watch"]}]),
+                cluster_role_binding("kueue-manager-rolebinding", "kueue-manager-role",
+                                     "kueue-system", "kueue-controller-manager"),
+                appwrapper_config_map(),
+                deployment("appwrapper-system", "appwrapper-controller-manager", APPWRAPPER_IMAGE),
+                # appwrapper config/rbac/role.yaml (namePrefix appwrapper-), appwrapper.md §RBAC.
+                cluster_role("appwrapper-manager-role", [
+                    {"apiGroups": [""], "resources": ["pods", "services"],
+                     "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"]}]),
+                cluster_role_binding("appwrapper-manager-rolebinding", "appwrapper-manager-role",
+                                     "appwrapper-system", "appwrapper-controller-manager"),
+                *volcano_release()):  # fmt: skip
+        put(cluster, obj)
     put(cluster, _crd("batch.volcano.sh_jobs.yaml"))
     for hook, res in (("volcano-admission-service-jobs-mutate", WEBHOOK_CONFIGURATIONS[0]),
                       ("volcano-admission-service-jobs-validate", WEBHOOK_CONFIGURATIONS[1])):  # fmt: skip
@@ -208,6 +275,25 @@ def install(
                        "flavors": [{"name": f, "resources": [
                            {"name": "cpu", "nominalQuota": "100"},
                            {"name": "memory", "nominalQuota": "100Gi"}]} for f in flavors]}]}})  # fmt: skip
+
+
+def apply_release(
+    cluster: FakeCluster, rendered: Iterable[Mapping[str, Any]], *, ca_bundle: str
+) -> None:
+    """Store what ``kubectl apply`` of a rendered release (``deploy/`` or an overlay of it)
+    leaves that doctor reads, each webhook with ``ca_bundle``; applied again, it replaces them.
+    The RBAC objects are stored as the cluster holds them; who the fake authorizer lets do what
+    is :func:`grant_rbac`'s."""
+    for obj in rendered:
+        if obj.get("kind") not in RELEASE_KINDS:
+            continue
+        body = copy.deepcopy(dict(obj))
+        for hook in body.get("webhooks") or []:
+            hook.setdefault("clientConfig", {})["caBundle"] = ca_bundle
+        if body["kind"] == "Deployment":  # one replica serves in the testbed
+            body["spec"]["replicas"] = 1
+            body["status"] = {"replicas": 1, "readyReplicas": 1}
+        put(cluster, body)
 
 
 def grant_rbac(cluster: FakeCluster, rendered: Iterable[Mapping[str, Any]], user: str) -> None:

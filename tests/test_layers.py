@@ -41,7 +41,7 @@ SHELL_ONLY = {"aiohttp", "kubernetes", "time", "asyncio", "socket", "ssl", "os",
 # Calls that read or write files.
 FILE_CALLS = {"open", "read_text", "read_bytes", "write_text", "write_bytes"}
 # autowrap doctor's checks judge what was read, and read nothing themselves.
-PURE.append("cli/doctor.py")
+PURE.append("cli/doctor")
 
 
 def _modules(names: list[str]) -> list[Path]:

@@ -32,6 +32,15 @@ class Unreachable(Exception):
     """The API server did not answer, or refused the credentials."""
 
 
+RBAC_GROUP = "rbac.authorization.k8s.io"
+STATEFULSETS = Kind("apps", "v1", "statefulsets", "StatefulSet")
+CLUSTER_ROLES = Kind(RBAC_GROUP, "v1", "clusterroles", "ClusterRole", namespaced=False)
+ROLES = Kind(RBAC_GROUP, "v1", "roles", "Role")
+CLUSTER_ROLE_BINDINGS = Kind(RBAC_GROUP, "v1", "clusterrolebindings", "ClusterRoleBinding",
+                             namespaced=False)  # fmt: skip
+ROLE_BINDINGS = Kind(RBAC_GROUP, "v1", "rolebindings", "RoleBinding")
+
+
 def service_account(namespace: str) -> tuple[str, tuple[str, ...]]:
     """autowrap's ServiceAccount as the authorizer sees it: the user and its groups."""
     return (
@@ -125,6 +134,13 @@ async def _access(
         return dict(zip(wanted, answers, strict=True))
 
     return await reader.attempt("access", all_of, {})
+
+
+async def _all_of(reader: Reader, key: str, *kinds: Kind) -> list[Obj]:
+    """Every object of ``kinds`` in every namespace, each stamped with its kind (the items of
+    a LIST carry none)."""
+    return [{**item, "kind": kind.kind}
+            for kind in kinds for item in await reader.items(key, kind)]  # fmt: skip
 
 
 def _policies(configmap: Obj | None) -> tuple[policy.PolicySet | None, str]:
@@ -242,6 +258,9 @@ async def read(api: Api, *, install_namespace: str, only_namespace: str = "") ->
         deployment=deployment,
         needed=needed,
         access=await _access(reader, ns, needed),
+        workloads=await _all_of(reader, "workloads", kube.DEPLOYMENTS, STATEFULSETS),
+        rbac_roles=await _all_of(reader, "rbac_objects", CLUSTER_ROLES, ROLES),
+        rbac_bindings=await _all_of(reader, "rbac_objects", CLUSTER_ROLE_BINDINGS, ROLE_BINDINGS),
         policies=policy_set,
         policy_error=policy_error,
         namespaces=namespaces,

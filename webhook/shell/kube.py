@@ -207,6 +207,13 @@ DOCTOR_CALLS: Final = (
     ("", "services", "get"),
     ("discovery.k8s.io", "endpointslices", "list"),
     ("apps", "deployments", "get"),
+    # The controllers that may create pods, against autowrap's list of controller identities.
+    ("apps", "deployments", "list"),
+    ("apps", "statefulsets", "list"),
+    ("rbac.authorization.k8s.io", "clusterroles", "list"),
+    ("rbac.authorization.k8s.io", "roles", "list"),
+    ("rbac.authorization.k8s.io", "clusterrolebindings", "list"),
+    ("rbac.authorization.k8s.io", "rolebindings", "list"),
     ("coordination.k8s.io", "leases", "get"),
     ("apiextensions.k8s.io", "customresourcedefinitions", "get"),
     ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get"),
