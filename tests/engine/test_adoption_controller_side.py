@@ -167,7 +167,7 @@ def test_the_finalizer_goes_once_the_appwrapper_ran_or_finished(phase: str, done
 def test_an_appwrapper_stands_for_its_object_or_the_copy_its_controller_made_again() -> None:
     appwrapper = _aw("Running", suspend=False)
     created_for = {"metadata": {"name": "train", "uid": "job-uid"}}
-    made_again = {"metadata": {"name": "train", "uid": "new-uid", "ownerReferences": [
+    made_again: Obj = {"metadata": {"name": "train", "uid": "new-uid", "ownerReferences": [
         {"kind": "AppWrapper", "name": "train", "uid": "aw-uid", "controller": True}]}}  # fmt: skip
     not_controlled = copy.deepcopy(made_again)
     not_controlled["metadata"]["ownerReferences"][0]["controller"] = False
@@ -379,6 +379,13 @@ def test_the_status_follows_the_appwrapper_through_its_phases(
     appwrapper: Obj, said: tuple[str, ...]
 ) -> None:
     assert _status(appwrapper) == said
+
+
+def test_a_queued_appwrapper_that_names_no_queue_says_so() -> None:
+    unqueued = _aw("Suspended")
+    del unqueued["metadata"]["labels"]
+
+    assert _status(unqueued)[0].startswith("Queued in LocalQueue '' (AppWrapper train)")
 
 
 def test_without_an_appwrapper_the_status_says_whether_one_is_coming() -> None:
