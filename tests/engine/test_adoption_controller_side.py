@@ -98,6 +98,9 @@ def test_the_admitted_count_is_kueues_assignment_not_the_declared_count() -> Non
 
 
 def test_a_podset_kueue_assigned_no_count_for_falls_back_to_its_declared_count() -> None:
+    """As Kueue reads it (apis/kueue/v1beta1/workload_types.go, PodSetAssignment.count: "Value
+    could be missing for Workloads created before this field was added, in that case
+    spec.podSets[*].count value will be used")."""
     no_count = _workload(*ADMITTED, declared=(4, 2), assigned=(3, None))
     fewer = _workload(*ADMITTED, declared=(4, 2), assigned=(3,))
 
