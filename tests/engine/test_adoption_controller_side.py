@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.builders import context, pod, volcano_job
+from tests.builders import pod, volcano_job
 from tests.engine.test_adoption import _prepared, _stored
 from tests.engine.test_release_guard import PLACEMENT, _admitted_appwrapper, _job, _volcano_pod
 from webhook.core import adoption
@@ -489,18 +489,15 @@ def _stored_appwrapper() -> Obj:
 
 
 def test_the_appwrapper_cache_keeps_exactly_what_decisions_read() -> None:
-    view = adoption.appwrapper_view(_stored_appwrapper())
+    stored = _stored_appwrapper()
+    view = adoption.appwrapper_view(stored)
 
     assert view == {
-        "apiVersion": "workload.codeflare.dev/v1beta2",
-        "kind": "AppWrapper",
-        "metadata": {
-            "name": "train", "namespace": "ml", "uid": "aw-uid", "resourceVersion": "9",
-            "labels": {names.QUEUE_LABEL: "gpu-queue"},
-            "annotations": {names.ORIGIN_UID_ANNOTATION: "job-uid"},
-            # Whether autowrap wrote the object itself: its first such entry, not the status.
-            "managedFields": [{"manager": names.FIELD_MANAGER, "operation": "Apply"}],
-        },
+        "apiVersion": stored["apiVersion"],
+        "kind": stored["kind"],
+        # Whether autowrap wrote the object itself: its first such entry, not the status.
+        "metadata": {**stored["metadata"],
+                     "managedFields": [{"manager": names.FIELD_MANAGER, "operation": "Apply"}]},
         "spec": {
             "suspend": False,
             "components": [
@@ -639,13 +636,7 @@ def _adopted_pod() -> tuple[Obj, Obj]:
     """A bare Pod as stored after admission, and its AppWrapper once Kueue admitted it."""
     stored = _prepared(pod("solo").queue("q").wrap().build())
     stored["metadata"].update(uid="pod-uid", resourceVersion="3")
-    built = adoption.plan(stored, context(ns="ml")).appwrapper
-    assert built is not None
-    appwrapper = copy.deepcopy(built)
-    appwrapper["metadata"]["uid"] = "aw-uid"
-    appwrapper["spec"]["suspend"] = False
-    appwrapper["spec"]["components"][0]["podSetInfos"] = [PLACEMENT]
-    return stored, appwrapper
+    return stored, _admitted_appwrapper(stored)
 
 
 def test_the_adopted_pod_itself_is_released_on_its_admission() -> None:
