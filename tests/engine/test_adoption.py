@@ -534,11 +534,6 @@ def test_an_adopted_objects_cached_view_keeps_only_what_keys_and_decides() -> No
     assert adoption.object_view(job)["spec"] == job["spec"]
 
 
-def test_a_pod_no_admission_prepared_is_not_cached() -> None:
-    plain = {"metadata": {"name": "p", "labels": {names.APPWRAPPER_LABEL: "x"}}, "spec": {}}
-    assert adoption.pod_view(plain) is None
-
-
 def test_the_release_marks_a_pod_without_labels_released() -> None:
     pod_ = _gated_pod()
     del pod_["metadata"]["labels"]

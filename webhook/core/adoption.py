@@ -996,53 +996,8 @@ def pods_of(pods: Sequence[Mapping[str, Any]], aw_name: str) -> list[Mapping[str
 # --- the controller: what its caches keep -------------------------------------------------------------
 # Each cache holds what the controller's decisions read and nothing else: less memory per
 # object, and a write to anything else (a kubelet's container statuses, Volcano's job status)
-# leaves the kept copy as it was, so it wakes no reconcile.
-
-
-def pod_view(pod: Mapping[str, Any]) -> Obj | None:
-    """A labelled pod as releasing reads it, or None for a pod no admission of autowrap's
-    prepared (it carries no podSet annotation): it is never released, so never cached."""
-    metadata = as_map(pod.get("metadata"))
-    annotations = as_map(metadata.get("annotations"))
-    if PODSET_ANNOTATION not in annotations:
-        return None
-    spec = as_map(pod.get("spec"))
-    kept_meta = {k: metadata[k] for k in _POD_METADATA if k in metadata}
-    if is_gated(pod):
-        kept_spec = {
-            k: spec[k] for k in ("schedulingGates", "nodeSelector", "tolerations") if k in spec
-        }
-    else:
-        # Released (or never gated): only whose it is, its podSet and its phase are read.
-        kept_spec = {}
-        kept_meta["labels"] = {
-            k: v for k, v in as_map(metadata.get("labels")).items() if k == names.APPWRAPPER_LABEL
-        }
-        kept_meta["annotations"] = {PODSET_ANNOTATION: annotations[PODSET_ANNOTATION]}
-        kept_meta["ownerReferences"] = [
-            {"uid": as_map(r).get("uid"), "controller": True}
-            for r in as_list(metadata.get("ownerReferences"))
-            if as_map(r).get("controller") is True
-        ]
-    view: Obj = {"apiVersion": pod.get("apiVersion", "v1"), "kind": pod.get("kind", "Pod"),
-                 "metadata": kept_meta, "spec": kept_spec}  # fmt: skip
-    phase = as_map(pod.get("status")).get("phase")
-    if phase:
-        view["status"] = {"phase": phase}
-    return view
-
-
-_POD_METADATA = (
-    "name",
-    "namespace",
-    "uid",
-    "resourceVersion",
-    "labels",
-    "annotations",
-    "ownerReferences",
-    "deletionTimestamp",
-    "finalizers",
-)
+# leaves the kept copy as it was, so it wakes no reconcile. (Pods waiting for release are kept
+# as ``webhook.core.podmeta`` cuts their metadata.)
 
 
 def object_view(obj: Mapping[str, Any]) -> Obj:
