@@ -35,15 +35,20 @@ def _component(plan: adoption.Plan) -> Obj:
     return template
 
 
-def _helper_without_template() -> Obj:
-    """A Job whose first task has no pod template: validation refuses it (under Enforce)."""
-    job = (
+def _master_without_accelerators() -> Obj:
+    """A master without accelerators beside accelerator workers: a warning, not an error."""
+    return (
         volcano_job("train")
         .queue("gpu-queue")
-        .task("helper", replicas=1, gpus=0)
+        .task("master", replicas=1, gpus=0)
         .task("worker", replicas=2, gpus=1)
         .build()
     )
+
+
+def _helper_without_template() -> Obj:
+    """A Job whose first task has no pod template: validation refuses it (under Enforce)."""
+    job = _master_without_accelerators()
     del job["spec"]["tasks"][0]["template"]
     return job
 
@@ -218,23 +223,12 @@ def test_a_kind_autowrap_does_not_wrap_is_reported_by_kind() -> None:
     assert plan == adoption.Plan(None, ("autowrap does not wrap Job",))
 
 
-def _mixed_accelerators() -> Obj:
-    """A master without accelerators beside accelerator workers: a warning, not an error."""
-    return (
-        volcano_job("train")
-        .queue("gpu-queue")
-        .task("master", replicas=1, gpus=0)
-        .task("worker", replicas=2, gpus=1)
-        .build()
-    )
-
-
 def test_the_warnings_of_a_plan_are_kept_whether_it_is_built_or_refused() -> None:
-    built = adoption.plan(_stored(_prepared(_mixed_accelerators())), context(ns="ml"))
+    built = adoption.plan(_stored(_prepared(_master_without_accelerators())), context(ns="ml"))
     assert built.appwrapper is not None and built.errors == ()
     assert any("asks for no accelerator" in w for w in built.warnings)
 
-    forged = _stored(_prepared(_mixed_accelerators()))
+    forged = _stored(_prepared(_master_without_accelerators()))
     forged["spec"]["tasks"][1]["template"]["spec"]["containers"][0]["env"].append(
         {"name": "NCCL_SECRET", "value": "x"}
     )
