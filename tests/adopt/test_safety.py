@@ -6,6 +6,7 @@ AppWrapper controller, Volcano and a kubelet simulated) with an ordinary namespa
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from testbed.cluster.resources import PODS, VCJOBS
 from testbed.cluster.store import ApiError
 from testbed.pki import ServingPki
 from tests.adopt.cluster import ALICE, NAMESPACE, QUEUE, bare_pod, running_cluster, vcjob
+from tests.support.waiting import eventually
 from webhook.model import names
 
 ALWAYS = f"""\
@@ -67,30 +69,109 @@ async def test_an_always_namespace_wraps_and_runs_unlabelled_jobs_and_pods(
             assert not pod["spec"].get("schedulingGates")
 
 
+# autowrap's live reads of the name "train": the Job before collecting its AppWrapper.
+JOB_TRAIN = r"^/apis/batch\.volcano\.sh/v1alpha1/namespaces/ml/jobs/train$"
+
+
+@pytest.mark.parametrize("first", ["take-over", "collection"])
 async def test_delete_then_apply_of_a_job_that_ran_runs_the_new_job(
-    webhook_pki: ServingPki, tmp_path: Path
+    webhook_pki: ServingPki, tmp_path: Path, first: str
 ) -> None:
-    async with running_cluster(webhook_pki, tmp_path) as cluster:
+    """``kubectl delete -f job.yaml && kubectl apply -f job.yaml`` on a Job that ran. Which of
+    two steps of autowrap's comes first depends on timing, and each outcome is promised
+    (docs/how-it-works.md): the new Job is stored before autowrap collects the running
+    AppWrapper, which then stands for it on the admission it holds (take-over); or autowrap has
+    collected it already (it held an admission for nothing), the create is refused with 409
+    while it goes, and the Job created again gets an AppWrapper of its own that waits its turn
+    in Kueue's queue. Both orders are driven here, one each run."""
+    async with running_cluster(webhook_pki, tmp_path, auto_admit=False) as cluster:
         await cluster.api.create(VCJOBS, vcjob(workers=1), user=ALICE)
         await cluster.settle()
-        first = cluster.job()
-        assert first is not None and cluster.appwrapper()["status"]["phase"] == "Running"  # type: ignore[index]
+        await cluster.sims.kueue.admit(NAMESPACE, "train")
+        await cluster.settle()
+        ran, admitted = cluster.job(), cluster.appwrapper()
+        assert ran is not None and admitted is not None
+        assert admitted["status"]["phase"] == "Running"
 
-        # kubectl delete -f job.yaml && kubectl apply -f job.yaml, within the AppWrapper
-        # controller's poll interval (it has not looked at its components since).
+        # Within the AppWrapper controller's poll interval: it has not looked at its
+        # components since (adopt-mode.md A6), so it does not fail on the missing one.
         cluster.sims.appwrapper.pause()
-        await cluster.api.delete(VCJOBS, NAMESPACE, "train", user=ALICE)
-        await _create_retrying(cluster, vcjob(workers=1))
+        if first == "take-over":
+            job = await _apply_before_collection(cluster)
+            aw = cluster.appwrapper()
+            assert aw is not None and aw["metadata"]["uid"] == admitted["metadata"]["uid"]
+            assert not aw["metadata"].get("deletionTimestamp")
+            cluster.sims.appwrapper.resume()  # it finds a component of its name: it runs on
+        else:
+            job = await _apply_after_collection(cluster)
+            aw = cluster.appwrapper()
+            assert aw is not None and aw["metadata"]["uid"] != admitted["metadata"]["uid"]
+            # Queued: no pod of the new Job runs on the admission the earlier AppWrapper held.
+            assert aw["spec"]["suspend"] is True
+            stored = cluster.job()
+            assert stored is not None
+            assert stored["metadata"]["annotations"][names.STATUS_ANNOTATION].startswith("Queued")
+            pods = cluster.pods()
+            assert len(pods) == 2 and all(_gated(p) for p in pods)
+            await cluster.sims.kueue.admit(NAMESPACE, "train")
         await cluster.settle()
 
-        job = cluster.job()
-        assert job is not None and job["metadata"]["uid"] != first["metadata"]["uid"]
+        assert job["metadata"]["uid"] != ran["metadata"]["uid"]
+        current = cluster.job()
+        assert current is not None and current["metadata"]["uid"] == job["metadata"]["uid"]
         aw = cluster.appwrapper()
         assert aw is not None and aw["status"]["phase"] == "Running"
         assert aw["metadata"]["annotations"][names.ORIGIN_UID_ANNOTATION] == job["metadata"]["uid"]
         pods = cluster.pods()
         assert len(pods) == 2 and all(p["status"]["phase"] == "Running" for p in pods)
-        assert all(not p["spec"].get("schedulingGates") for p in pods)
+        assert all(not _gated(p) for p in pods)
+        assert all(
+            ref["uid"] == job["metadata"]["uid"]
+            for p in pods
+            for ref in p["metadata"]["ownerReferences"]
+            if ref.get("controller")
+        )
+
+
+async def _apply_before_collection(cluster: Any) -> dict:
+    """The Job deleted, and created again while autowrap's collection of its running
+    AppWrapper still reads whether an object of the name is left: it finds the new one."""
+    looking = asyncio.Event()
+    lookup = cluster.api.inject("GET", JOB_TRAIN, None, hold=looking)
+    try:
+        await cluster.api.delete(VCJOBS, NAMESPACE, "train", user=ALICE)
+        await eventually(lambda: lookup.hits, what="autowrap looks for an object of the name")
+        job = await cluster.api.create(VCJOBS, vcjob(workers=1), user=ALICE)
+    finally:
+        looking.set()
+    await cluster.settle()
+    return job  # type: ignore[no-any-return]
+
+
+async def _apply_after_collection(cluster: Any) -> dict:
+    """The Job deleted, and created again once autowrap has collected its running AppWrapper:
+    refused while that AppWrapper goes (it deletes what carries its name as it goes), then
+    created."""
+    await cluster.api.delete(VCJOBS, NAMESPACE, "train", user=ALICE)
+    await eventually(
+        lambda: (cluster.appwrapper() or {}).get("metadata", {}).get("deletionTimestamp"),
+        what="the AppWrapper collected",
+    )
+    with pytest.raises(ApiError) as refused:
+        await cluster.api.create(VCJOBS, vcjob(workers=1), user=ALICE)
+    assert refused.value.status == 409
+    assert "create this Job again in a few seconds" in refused.value.message
+    cluster.sims.appwrapper.resume()  # its finalizer lets the AppWrapper go
+    await eventually(lambda: cluster.appwrapper() is None, what="the earlier AppWrapper gone")
+    job = await cluster.api.create(VCJOBS, vcjob(workers=1), user=ALICE)
+    await cluster.settle()
+    return job  # type: ignore[no-any-return]
+
+
+def _gated(pod: dict) -> bool:
+    return any(
+        g.get("name") == names.ADMISSION_GATE for g in pod["spec"].get("schedulingGates") or []
+    )
 
 
 async def test_delete_of_a_job_that_ran_then_a_changed_one_releases_the_old_admission(
