@@ -96,7 +96,7 @@ async def test_delete_then_apply_of_a_job_that_ran_runs_the_new_job(
         ran, admitted = await _ran(cluster)
         if first == "take-over":
             assert held is not None
-            job = await _apply_before_collection(cluster, held)
+            job = await _apply_while_held(cluster, "GET", held)
             aw = cluster.appwrapper()
             assert aw is not None and aw["metadata"]["uid"] == admitted["metadata"]["uid"]
             assert not aw["metadata"].get("deletionTimestamp")
@@ -161,23 +161,15 @@ def _runs(cluster: Any, job: dict) -> None:
     "stored between autowrap's last read of the name and its delete of the AppWrapper goes "
     "with it. Closing this needs admission to refuse while a collection is under way.",
 )
-async def test_a_job_stored_as_its_name_s_running_appwrapper_is_collected_is_not_lost(
+async def test_a_job_stored_between_the_last_read_of_its_name_and_the_collection_is_kept(
     webhook_pki: ServingPki, tmp_path: Path
 ) -> None:
+    """``kubectl delete -f`` then ``apply -f`` of a Job that ran, the create stored while
+    autowrap's delete of the running AppWrapper is on its way (it found the name free): the
+    Job the create stored is kept, and runs once it has an AppWrapper of its own."""
     async with running_cluster(webhook_pki, tmp_path, auto_admit=False) as cluster:
         await _ran(cluster)
-        deleting = asyncio.Event()
-        collection = cluster.api.inject("DELETE", AW_TRAIN, None, hold=deleting)
-        try:
-            await cluster.api.delete(VCJOBS, NAMESPACE, "train", user=ALICE)
-            await eventually(lambda: collection.hits, what="autowrap deletes the AppWrapper")
-            job = await cluster.api.create(VCJOBS, vcjob(workers=1), user=ALICE)
-        finally:
-            deleting.set()
-        await eventually(
-            lambda: (cluster.appwrapper() or {}).get("metadata", {}).get("deletionTimestamp"),
-            what="the AppWrapper being deleted",
-        )
+        job = await _apply_while_held(cluster, "DELETE", AW_TRAIN)
         cluster.sims.appwrapper.resume()
         await cluster.settle()
         assert cluster.job() is not None, "the new Job went with the earlier AppWrapper"
@@ -186,17 +178,18 @@ async def test_a_job_stored_as_its_name_s_running_appwrapper_is_collected_is_not
         _runs(cluster, job)
 
 
-async def _apply_before_collection(cluster: Any, read: str) -> dict:
+async def _apply_while_held(cluster: Any, method: str, path: str) -> dict:
     """The Job deleted, and created again while autowrap's collection of its running
-    AppWrapper is held at the live ``read``: it finds the new Job by name before it deletes."""
-    looking = asyncio.Event()
-    lookup = cluster.api.inject("GET", read, None, hold=looking)
+    AppWrapper is held at its request ``method path`` (a live read: it finds the new Job by
+    name before it deletes; the delete: it found the name free), then let go on."""
+    going_on = asyncio.Event()
+    collection = cluster.api.inject(method, path, None, hold=going_on)
     try:
         await cluster.api.delete(VCJOBS, NAMESPACE, "train", user=ALICE)
-        await eventually(lambda: lookup.hits, what="autowrap on its way to collect")
+        await eventually(lambda: collection.hits, what="autowrap on its way to collect")
         job = await cluster.api.create(VCJOBS, vcjob(workers=1), user=ALICE)
     finally:
-        looking.set()
+        going_on.set()
     await cluster.settle()
     return job  # type: ignore[no-any-return]
 
