@@ -8,6 +8,7 @@ run it; the expected rows are the page's, written out here.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,11 +59,40 @@ EXPECTED: dict[str, list[tuple[str, str, str, str, str, str, str]]] = {
 }  # fmt: skip
 
 
-def _render(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any, str]:
-    capsys.readouterr()
-    code = cli.main(["render", *args, "--policy", str(REPO / "policies"), "-o", "json"])
-    captured = capsys.readouterr()
-    return code, json.loads(captured.out) if captured.out else None, captured.err
+@pytest.fixture
+def autowrap(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str]]:
+    """``autowrap <args> --policy policies/`` as a reader of the page runs it: its exit code,
+    stdout and stderr."""
+
+    def run(*args: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = cli.main([*args, "--policy", str(REPO / "policies")])
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return run
+
+
+@pytest.fixture
+def render(autowrap: Callable[..., tuple[int, str, str]]) -> Callable[..., tuple[Any, str]]:
+    """``autowrap render <file> <args> -o json``, which must succeed: its JSON and stderr."""
+
+    def run(path: Path, *args: str) -> tuple[Any, str]:
+        code, out, err = autowrap("render", str(path), *args, "-o", "json")
+        assert code == 0, err
+        return json.loads(out), err
+
+    return run
+
+
+def _example(name: str) -> Path:
+    return MIGRATION / f"{name}.yaml"
+
+
+def _only(stored: Any, kind: str) -> Any:
+    """The one document of ``kind`` that ``render`` printed."""
+    (found,) = [d for d in stored["items"] if d["kind"] == kind]
+    return found
 
 
 def _rows(report: Any) -> list[tuple[str, ...]]:
@@ -90,9 +120,8 @@ def test_every_migration_example_is_on_the_page_and_checked_here():
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_render_pods_shows_the_values_the_page_states(name, capsys):
-    code, report, err = _render(capsys, str(MIGRATION / f"{name}.yaml"), "--pods")
-    assert code == 0, err
+def test_render_pods_shows_the_values_the_page_states(name, render):
+    report, err = render(_example(name), "--pods")
     assert "warning" not in err and "error" not in err
     assert _rows(report) == EXPECTED[name]
     for pod in report["workloads"][0]["pods"]:
@@ -101,22 +130,20 @@ def test_render_pods_shows_the_values_the_page_states(name, capsys):
 
 
 @pytest.mark.parametrize("name", ["volcano-plugin-launcherless", "pytorchjob-conventions"])
-def test_rank_is_each_pod_s_node_rank(name, capsys):
+def test_rank_is_each_pod_s_node_rank(name, render):
     """The page says RANK equals the node rank (as the plugin's and the operator's did for a
     single master): both entries are the same per-pod value in every container."""
-    code, stored, err = _render(capsys, str(MIGRATION / f"{name}.yaml"))
-    assert code == 0, err
-    (job,) = [d for d in stored["items"] if d["kind"] == "Job"]
+    stored, _ = render(_example(name))
+    job = _only(stored, "Job")
     for task in job["spec"]["tasks"]:
         for container in task["template"]["spec"]["containers"]:
             env = {e["name"]: {k: v for k, v in e.items() if k != "name"} for e in container["env"]}
             assert env["RANK"] == env["NODE_RANK"]
 
 
-def test_the_arena_flags_land_where_the_page_says(capsys):
-    code, stored, err = _render(capsys, str(MIGRATION / "arena-appwrapperjob.yaml"))
-    assert code == 0, err
-    (aw,) = [d for d in stored["items"] if d["kind"] == "AppWrapper"]
+def test_the_arena_flags_land_where_the_page_says(render):
+    stored, _ = render(_example("arena-appwrapperjob"))
+    aw = _only(stored, "AppWrapper")
     assert aw["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "gpu-queue"
     assert aw["metadata"]["annotations"]["workload.codeflare.dev.appwrapper/retryLimit"] == "5"
     job = aw["spec"]["components"][0]["template"]
@@ -131,20 +158,16 @@ def test_the_arena_flags_land_where_the_page_says(capsys):
 PLUGIN_KEPT = REPO / "examples" / "invalid" / "pytorch-plugin-port.yaml"
 
 
-def test_keeping_the_plugin_is_refused_with_the_message_on_the_page(capsys):
-    capsys.readouterr()
-    code = cli.main(["check", str(PLUGIN_KEPT), "--policy", str(REPO / "policies")])
-    err = capsys.readouterr().err
+def test_keeping_the_plugin_is_refused_with_the_message_on_the_page(autowrap):
+    code, _, err = autowrap("check", str(PLUGIN_KEPT))
     assert code == 1
     (line,) = [x for x in err.splitlines() if x.startswith("error:")]
     assert line in PAGE.read_text()
 
 
-def test_under_audit_render_pods_shows_the_plugin_s_values(capsys):
-    code, report, err = _render(
-        capsys, str(PLUGIN_KEPT), "--pods", "-l", "autowrap.io/tier=research"
-    )
-    assert code == 0 and "(audit) spec.plugins[pytorch]" in err
+def test_under_audit_render_pods_shows_the_plugin_s_values(render):
+    report, err = render(PLUGIN_KEPT, "--pods", "-l", "autowrap.io/tier=research")
+    assert "(audit) spec.plugins[pytorch]" in err
     rows = {r[0]: r for r in _rows(report)}
     # The plugin's MASTER_PORT and WORLD_SIZE (pods); autowrap's NNODES and NPROC stay.
     assert rows["plugin-kept-worker-0"] == (

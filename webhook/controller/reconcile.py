@@ -548,15 +548,18 @@ class Reconciler:
             if left > 0:
                 return left
         namespace, aw_name = key
-        if await self._api.get(kind, namespace, name, timeout=API_TIMEOUT) is not None:
-            # Some object of the component's name exists: it is the AppWrapper's (cache lag),
-            # or a new one, which deleting the AppWrapper would take along (deleted by name).
-            return None
         live = await self._api.get(APPWRAPPERS, namespace, aw_name, timeout=API_TIMEOUT)
         if live is None or _uid(live) != _uid(appwrapper) or adoption.collect(live) != verdict:
             return None
         if await self._stranger(live) is not None:
             return None  # not autowrap's to remove, whatever its labels say
+        # Read last, right before the delete: an object of the component's name stored since
+        # the AppWrapper was read is found here (the AppWrapper's own, behind the cache, or a
+        # new one, which deleting the AppWrapper would take along, deleted by name: A7). Until
+        # the AppWrapper is being deleted admission lets such a create through, so the time
+        # from this read to the delete is the only time in which one can be lost.
+        if await self._api.get(kind, namespace, name, timeout=API_TIMEOUT) is not None:
+            return None
         await self._api.delete(APPWRAPPERS, namespace, aw_name, uid=_uid(live), timeout=API_TIMEOUT)
         self.counters.collected += 1
         log.info("removed an AppWrapper whose object is gone", extra={"fields": {

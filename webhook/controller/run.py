@@ -267,20 +267,24 @@ class Controller:
         """Informers and workers, until cancelled (the Lease was lost, or shutdown)."""
         log.info("controller leading", extra={"fields": {"identity": self.settings.identity}})
         self.leading.set()
-        # Each informer starts this term from an empty cache, so the key index does too: an
-        # object deleted between two terms is never heard of as a deletion.
-        for index in self._by_key.values():
-            index.clear()
-        await self._follow_workloads()
-        # Nor is any informer synced until it has listed in this term: an informer's own run
-        # forgets its cache only once its task starts, after ``_listed`` has looked, and the
-        # previous term's ``synced`` would let the workers judge every key against caches that
-        # are still filling (an adopted object with no AppWrapper cached yet reads as "gone").
-        # client-go's controllers likewise start workers only after WaitForCacheSync.
-        for informer in self._informers.values():
-            informer.reset()
-        tasks = [asyncio.create_task(i.run()) for i in self._informers.values()]
+        tasks: list[asyncio.Task[None]] = []
+        # Every step of the term sits in the ``try``: a term cancelled at any await (the Lease
+        # lost, or shutdown, while Kueue's version is looked up) says it no longer leads.
         try:
+            # Each informer starts this term from an empty cache, so the key index does too: an
+            # object deleted between two terms is never heard of as a deletion.
+            for index in self._by_key.values():
+                index.clear()
+            await self._follow_workloads()
+            # Nor is any informer synced until it has listed in this term: an informer's own
+            # run forgets its cache only once its task starts, after ``_listed`` has looked, and
+            # the previous term's ``synced`` would let the workers judge every key against
+            # caches that are still filling (an adopted object with no AppWrapper cached yet
+            # reads as "gone"). client-go's controllers likewise start workers only after
+            # WaitForCacheSync.
+            for informer in self._informers.values():
+                informer.reset()
+            tasks += [asyncio.create_task(i.run()) for i in self._informers.values()]
             await self._listed()
             tasks += [asyncio.create_task(self._work()) for _ in range(self.settings.workers)]
             await asyncio.gather(*tasks)
