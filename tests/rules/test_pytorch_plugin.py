@@ -105,12 +105,24 @@ def test_every_master_pod_gets_rank_0_from_the_plugin():
     assert "RANK=0 in j-master-1 (autowrap's: 1), and 3 more pod(s)" in detail
 
 
-def test_a_pod_that_differs_beside_one_that_agrees_is_named_not_every_pod():
-    """Master pod 0 gets RANK 0 from both; only master pod 1 differs (the plugin gives every
-    master pod 0), so the message must not say every pod runs with RANK=0."""
+@pytest.mark.parametrize(
+    ("workers", "want"),
+    [
+        pytest.param(0, "RANK=0 in j-master-1 (autowrap's: 1), while", id="one pod differs"),
+        pytest.param(
+            1, "RANK=0 in j-master-1 (autowrap's: 1), and 1 more pod(s), while", id="two differ"
+        ),
+    ],
+)
+def test_pods_that_differ_beside_one_that_agrees_are_named_not_every_pod(workers, want):
+    """Master pod 0 gets RANK 0 from both; master pod 1 differs (the plugin gives every master
+    pod 0), and so does a worker (i+1 from the plugin, i+2 from autowrap): the message names the
+    first and counts the rest, and must not say every pod runs with RANK=0."""
     job = volcano_job("j").task("master", replicas=2, gpus=8).spec(plugins={"pytorch": []})
+    if workers:
+        job = job.task("worker", replicas=workers, gpus=8)
     detail = outcome_of(job).errors[0].detail
-    assert "RANK=0 in j-master-1 (autowrap's: 1), while" in detail
+    assert want in detail
     assert "RANK=0 in every pod" not in detail
 
 
