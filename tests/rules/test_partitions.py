@@ -31,6 +31,11 @@ def _job(replicas, min_available=None, **partition):
             id="minPartitions = totalPartitions (the whole gang) is valid",
         ),
         pytest.param(
+            _job(3, totalPartitions=3, partitionSize=1),
+            [],
+            id="partitions of one pod each are valid (the CRD's minimum is 1)",
+        ),
+        pytest.param(
             _job(0, totalPartitions=0, partitionSize=2),
             # replicas 0 = 0 x 2; a job without pods is worth a warning of its own
             [(f"{PP}.totalPartitions", "error"), ("spec.tasks", "warning")],
@@ -91,6 +96,18 @@ def test_problems_in_two_tasks_are_reported_together():
     assert rendered_paths(outcome_of(job)) == [
         ("spec.tasks[0].replicas", "error"),
         ("spec.tasks[1].partitionPolicy.totalPartitions", "error"),
+    ]
+
+
+def test_a_task_after_one_with_a_bad_partition_policy_is_checked_too():
+    job = (
+        volcano_job("j")
+        .task("a", replicas=2, partition={"totalPartitions": 0, "partitionSize": 2})
+        .task("b", replicas=3, partition={"totalPartitions": 2, "partitionSize": 2})
+    )
+    assert rendered_paths(outcome_of(job)) == [
+        ("spec.tasks[0].partitionPolicy.totalPartitions", "error"),
+        ("spec.tasks[1].replicas", "error"),
     ]
 
 
