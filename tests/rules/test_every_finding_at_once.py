@@ -66,3 +66,14 @@ def test_an_env_entry_whose_name_is_no_string_does_not_hide_a_conflict_after_it(
         (f"{C0}.env[1]", "error"),
     ]
     assert any(v.detail.startswith("WORLD_SIZE is set by autowrap to '1'") for v in outcome.errors)
+
+
+def test_a_request_after_an_extended_resource_is_still_compared_with_its_limit():
+    job = volcano_job("j").task("a", replicas=1)
+    _container(job)["resources"] = {
+        "requests": {"nvidia.com/gpu": 2, "cpu": "4"},
+        "limits": {"nvidia.com/gpu": 2, "cpu": "2"},
+    }
+    outcome = outcome_of(job)
+    assert rendered_paths(outcome) == [(f"{C0}.resources.requests[cpu]", "error")]
+    assert outcome.errors[0].detail.startswith("the request 4 is more than the limit 2")
