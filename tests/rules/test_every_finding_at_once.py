@@ -77,3 +77,12 @@ def test_a_request_after_an_extended_resource_is_still_compared_with_its_limit()
     outcome = outcome_of(job)
     assert rendered_paths(outcome) == [(f"{C0}.resources.requests[cpu]", "error")]
     assert outcome.errors[0].detail.startswith("the request 4 is more than the limit 2")
+
+
+def test_a_refused_resource_name_does_not_hide_the_quantities_after_it():
+    job = volcano_job("j").task("a", replicas=1)
+    _container(job)["resources"] = {"requests": {"requests.nvidia.com/gpu": 1, "memory": "-1Gi"}}
+    assert rendered_paths(outcome_of(job)) == [
+        (f"{C0}.resources.requests[requests.nvidia.com/gpu]", "error"),
+        (f"{C0}.resources.requests[memory]", "error"),
+    ]
