@@ -8,6 +8,7 @@ from tests.builders import volcano_job
 from tests.engine.helpers import outcome_of, rendered_paths
 
 PP = "spec.tasks[0].partitionPolicy"
+TASK1 = "spec.tasks[1].partitionPolicy"
 
 
 def _job(replicas, min_available=None, **partition):
@@ -87,28 +88,34 @@ def test_partition_math(job, want):
     assert sorted(rendered_paths(outcome_of(job))) == sorted(want)
 
 
-def test_problems_in_two_tasks_are_reported_together():
-    job = (
-        volcano_job("j")
-        .task("a", replicas=3, partition={"totalPartitions": 2, "partitionSize": 2})
-        .task("b", replicas=2, partition={"totalPartitions": 0, "partitionSize": 2})
-    )
-    assert rendered_paths(outcome_of(job)) == [
-        ("spec.tasks[0].replicas", "error"),
-        ("spec.tasks[1].partitionPolicy.totalPartitions", "error"),
-    ]
+MISCOUNTED = {"totalPartitions": 2, "partitionSize": 2}  # with 3 replicas
+NO_PARTITIONS = {"totalPartitions": 0, "partitionSize": 2}  # with 2 replicas
 
 
-def test_a_task_after_one_with_a_bad_partition_policy_is_checked_too():
+@pytest.mark.parametrize(
+    ("first", "second", "want"),
+    [
+        pytest.param(
+            (3, MISCOUNTED),
+            (2, NO_PARTITIONS),
+            [("spec.tasks[0].replicas", "error"), (f"{TASK1}.totalPartitions", "error")],
+            id="replicas first",
+        ),
+        pytest.param(
+            (2, NO_PARTITIONS),
+            (3, MISCOUNTED),
+            [(f"{PP}.totalPartitions", "error"), ("spec.tasks[1].replicas", "error")],
+            id="a bad partition policy first: the task after it is checked too",
+        ),
+    ],
+)
+def test_problems_in_two_tasks_are_reported_together(first, second, want):
     job = (
         volcano_job("j")
-        .task("a", replicas=2, partition={"totalPartitions": 0, "partitionSize": 2})
-        .task("b", replicas=3, partition={"totalPartitions": 2, "partitionSize": 2})
+        .task("a", replicas=first[0], partition=first[1])
+        .task("b", replicas=second[0], partition=second[1])
     )
-    assert rendered_paths(outcome_of(job)) == [
-        ("spec.tasks[0].partitionPolicy.totalPartitions", "error"),
-        ("spec.tasks[1].replicas", "error"),
-    ]
+    assert rendered_paths(outcome_of(job)) == want
 
 
 def test_the_message_shows_the_arithmetic():
