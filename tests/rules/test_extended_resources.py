@@ -69,6 +69,18 @@ def test_an_extended_resource_is_counted_in_whole_devices():
     assert "1.5 is not a whole number" in detail
 
 
+@pytest.mark.parametrize("kind", ["requests", "limits"])
+def test_a_quota_name_in_a_container_is_refused_as_kubernetes_refuses_it(kind):
+    """validation.go ``validateContainerResourceName``: a name with a domain outside
+    kubernetes.io/ must be an extended resource, and ``IsExtendedResourceName`` excludes the
+    "requests." prefix of quota names. Neither hugepages nor an extended resource."""
+    name = "requests.nvidia.com/gpu"
+    ((path, detail),) = _errors(_job({kind: {name: "500m"}}))
+    assert path == f"{JOB}.{kind}[{name}]"
+    assert detail.startswith(f"{name} is not a resource name Kubernetes accepts in a pod")
+    assert "such as nvidia.com/gpu" in detail
+
+
 @pytest.mark.parametrize(
     "resources",
     [
@@ -78,6 +90,10 @@ def test_an_extended_resource_is_counted_in_whole_devices():
         pytest.param(
             {"requests": {"cpu": "1"}, "limits": {"cpu": "2", "kubernetes.io/x": 1}},
             id="native resources may be overcommitted",
+        ),
+        pytest.param(
+            {"requests": {"example.kubernetes.io/widget": "500m"}},
+            id="a kubernetes.io/ domain is native: a fraction, and no limit",
         ),
     ],
 )

@@ -80,6 +80,19 @@ def test_every_bad_annotation_is_reported_at_once():
     ]
 
 
+def test_neither_another_annotation_nor_a_malformed_one_hides_the_ones_after_it():
+    p = (
+        pod("p")
+        .annotate("example.com/team", "vision")
+        .annotate(FT + "failureGracePeriodDuration", "x")
+        .annotate(FT + "retryLimit", "9")
+    )
+    assert rendered_paths(outcome_of(p, CAPPED)) == [
+        (_path("failureGracePeriodDuration"), "error"),
+        (_path("retryLimit"), "error"),
+    ]
+
+
 def test_a_submitted_appwrapper_is_checked_too():
     aw = appwrapper("aw", ns="ml").fault_tolerance("retryLimit", "8").component(pod("p").build())
     assert rendered_paths(outcome_of(aw, CAPPED)) == [(_path("retryLimit"), "error")]

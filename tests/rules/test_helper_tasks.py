@@ -140,3 +140,21 @@ def test_reserved_env_messages_give_the_real_fix(job, name, says):
     assert violation.detail.startswith(f"{name} is set by autowrap to ")
     for text in says:
         assert text in violation.detail, violation.detail
+
+
+def test_an_uncounted_accelerator_is_warned_in_the_world_only_not_on_a_helper_before_it():
+    """A helper runs no ranks, so its NPROC_PER_NODE means nothing; a world task after it in
+    the job still gets the warning."""
+    vgpu = "volcano.sh/vgpu-memory"
+    job = (
+        volcano_job("tf")
+        .task("master", replicas=1, gpus=8)
+        .task("ps", replicas=1, gpus=8, resource=vgpu)
+        .task("worker", replicas=2, gpus=8, resource=vgpu)
+        .annotate(EXCLUDE, "ps")
+    )
+    outcome = outcome_of(job)
+    assert rendered_paths(outcome) == [
+        ("spec.tasks[2].template.spec.containers[0].resources", "warning")
+    ]
+    assert "so NPROC_PER_NODE of 'worker' is 1" in outcome.warnings[0].detail

@@ -32,6 +32,14 @@ from tests.engine.helpers import outcome_of, rendered_paths
             id="one character more is not",
         ),
         pytest.param(
+            volcano_job("j" * 55)
+            .task("idle", replicas=0)
+            .task("worker", replicas=10)
+            .master("worker"),
+            [("spec.tasks[1]", "error")],
+            id="a task without pods has no last pod, and the tasks after it are checked",
+        ),
+        pytest.param(
             volcano_job("Train").task("w", replicas=1),
             [("metadata.name", "error")],
             id="a job name with upper case",

@@ -8,6 +8,7 @@ from tests.builders import volcano_job
 from tests.engine.helpers import outcome_of, rendered_paths
 
 PP = "spec.tasks[0].partitionPolicy"
+TASK1 = "spec.tasks[1].partitionPolicy"
 
 
 def _job(replicas, min_available=None, **partition):
@@ -29,6 +30,11 @@ def _job(replicas, min_available=None, **partition):
             _job(4, min_available=4, totalPartitions=2, partitionSize=2, minPartitions=2),
             [],
             id="minPartitions = totalPartitions (the whole gang) is valid",
+        ),
+        pytest.param(
+            _job(3, totalPartitions=3, partitionSize=1),
+            [],
+            id="partitions of one pod each are valid (the CRD's minimum is 1)",
         ),
         pytest.param(
             _job(0, totalPartitions=0, partitionSize=2),
@@ -82,16 +88,34 @@ def test_partition_math(job, want):
     assert sorted(rendered_paths(outcome_of(job))) == sorted(want)
 
 
-def test_problems_in_two_tasks_are_reported_together():
+MISCOUNTED = {"totalPartitions": 2, "partitionSize": 2}  # with 3 replicas
+NO_PARTITIONS = {"totalPartitions": 0, "partitionSize": 2}  # with 2 replicas
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "want"),
+    [
+        pytest.param(
+            (3, MISCOUNTED),
+            (2, NO_PARTITIONS),
+            [("spec.tasks[0].replicas", "error"), (f"{TASK1}.totalPartitions", "error")],
+            id="replicas first",
+        ),
+        pytest.param(
+            (2, NO_PARTITIONS),
+            (3, MISCOUNTED),
+            [(f"{PP}.totalPartitions", "error"), ("spec.tasks[1].replicas", "error")],
+            id="a bad partition policy first: the task after it is checked too",
+        ),
+    ],
+)
+def test_problems_in_two_tasks_are_reported_together(first, second, want):
     job = (
         volcano_job("j")
-        .task("a", replicas=3, partition={"totalPartitions": 2, "partitionSize": 2})
-        .task("b", replicas=2, partition={"totalPartitions": 0, "partitionSize": 2})
+        .task("a", replicas=first[0], partition=first[1])
+        .task("b", replicas=second[0], partition=second[1])
     )
-    assert rendered_paths(outcome_of(job)) == [
-        ("spec.tasks[0].replicas", "error"),
-        ("spec.tasks[1].partitionPolicy.totalPartitions", "error"),
-    ]
+    assert rendered_paths(outcome_of(job)) == want
 
 
 def test_the_message_shows_the_arithmetic():

@@ -14,6 +14,9 @@ from tests.engine.helpers import outcome_of, rendered_paths
 from webhook.cli import podview
 from webhook.core import kinds, workload
 from webhook.core.kinds import volcano_pytorch
+from webhook.core.plumbing import env as env_plumbing
+from webhook.core.rules import env as env_rules
+from webhook.model.fields import SPEC
 
 PLUGIN = "spec.plugins[pytorch]"
 
@@ -100,6 +103,55 @@ def test_every_master_pod_gets_rank_0_from_the_plugin():
     detail = outcome.errors[0].detail
     # The second master pod, and each worker (i+1 from the plugin, i+2 from autowrap).
     assert "RANK=0 in j-master-1 (autowrap's: 1), and 3 more pod(s)" in detail
+
+
+@pytest.mark.parametrize(
+    ("workers", "want"),
+    [
+        pytest.param(0, "RANK=0 in j-master-1 (autowrap's: 1), while", id="one pod differs"),
+        pytest.param(
+            1, "RANK=0 in j-master-1 (autowrap's: 1), and 1 more pod(s), while", id="two differ"
+        ),
+    ],
+)
+def test_pods_that_differ_beside_one_that_agrees_are_named_not_every_pod(workers, want):
+    """Master pod 0 gets RANK 0 from both; master pod 1 differs (the plugin gives every master
+    pod 0), and so does a worker (i+1 from the plugin, i+2 from autowrap): the message names the
+    first and counts the rest, and must not say every pod runs with RANK=0."""
+    job = volcano_job("j").task("master", replicas=2, gpus=8).spec(plugins={"pytorch": []})
+    if workers:
+        job = job.task("worker", replicas=workers, gpus=8)
+    detail = outcome_of(job).errors[0].detail
+    assert want in detail
+    assert "RANK=0 in every pod" not in detail
+
+
+def test_each_feature_that_appends_env_is_judged_on_its_own_and_every_name_it_appends():
+    """The rule serves any kind's controller: each feature is reported at its own field, and a
+    name autowrap does not set (NCCL_DEBUG) does not hide the ones after it."""
+    job = volcano_job("j").task("master", replicas=1).task("worker", replicas=2).build()
+    adapter = kinds.find(job["apiVersion"], job["kind"])
+    groups = adapter.pod_groups(job)
+    plan = env_plumbing.plan(
+        groups, groups[0], master_addr="j-master-0.j", port=23456, nproc_override=None,
+        accelerators=(),
+    )  # fmt: skip
+    first_path, second_path = SPEC.child("first"), SPEC.child("second")
+    first = workload.PodAdditions(
+        "the first feature", first_path, (("NCCL_DEBUG", "INFO"), ("MASTER_PORT", "5000"))
+    )
+    second = workload.PodAdditions("the second feature", second_path, (("MASTER_PORT", "23456"),))
+    found = env_rules.check_appended(
+        plan, lambda group, index: (first, second), lambda group, index: f"j-{group.name}-{index}"
+    )
+    assert [(str(v.path), v.severity.value) for v in found] == [
+        ("spec.first", "error"), ("spec.second", "warning")
+    ]  # fmt: skip
+    assert found[0].detail.startswith(
+        "the first feature appends its own MASTER_PORT after autowrap's entries"
+    )
+    assert "MASTER_PORT=5000 in every pod (autowrap's: 23456)" in found[0].detail
+    assert found[1].detail.startswith("the second feature appends MASTER_PORT after")
 
 
 def test_a_task_other_than_master_and_worker_gets_the_plugin_s_world_size():

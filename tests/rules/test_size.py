@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.builders import appwrapper, context, policy, spec_of, volcano_job
@@ -97,3 +99,26 @@ def test_exactly_the_etcd_limit_still_fits():
     assert size.over_limit(size.ETCD_LIMIT, submitted=1, what="Job ml/j") is None
     refused = size.over_limit(size.ETCD_LIMIT + 1, submitted=1, what="Job ml/j")
     assert refused is not None and str(refused.path) == str(size.ROOT)
+
+
+def test_the_built_appwrapper_is_weighed_whole_past_the_lower_bound():
+    """The lower bound counts only the env autowrap adds; the DNS, labels and the AppWrapper
+    around the Job come on top, so a Job just under it can still build an AppWrapper one byte
+    over etcd's limit: that one is refused with its size, one byte less is not."""
+
+    def weight(outcome):  # compact JSON, measured independently of size.json_size
+        return len(json.dumps(outcome.result, separators=(",", ":")).encode())
+
+    small = weight(engine.admit(_big_job(1), context(POLICY)))
+    blob = 1024 + size.ETCD_LIMIT + 1 - small  # the blob that makes the AppWrapper limit + 1
+    job = volcano_job("big").task("w", replicas=2).build()
+    job["metadata"]["annotations"] = {"example.com/blob": "x" * blob}
+    outcome = engine.admit(job, context(POLICY))
+    assert [v.render() for v in outcome.errors] == [
+        "<root>: the AppWrapper is 1,572,865 bytes as JSON, more than the 1,572,864 (1.5 MiB) "
+        "etcd stores in one object, so the API server would refuse it; move large data into a "
+        "ConfigMap, Secret or volume and reference it"
+    ]
+    job["metadata"]["annotations"]["example.com/blob"] = "x" * (blob - 1)
+    fits = engine.admit(job, context(POLICY))
+    assert fits.errors == () and weight(fits) == size.ETCD_LIMIT

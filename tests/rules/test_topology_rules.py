@@ -83,3 +83,25 @@ def test_a_topology_that_is_not_a_map_is_rejected():
 def test_the_policy_default_itself_is_not_reported():
     pol = policy().topology(default={"mode": "hard", "highestTierAllowed": 2}, maxTier=2)
     assert rendered_paths(outcome_of(volcano_job("j"), pol)) == []
+
+
+def test_a_topology_without_mode_is_hard_as_volcanos_crd_defaults_it():
+    # batch.volcano.sh_jobs.yaml: networkTopology.mode has `default: hard`.
+    assert rendered_paths(outcome_of(volcano_job("j").topology(None, tier=1), MAX2)) == []
+    outcome = outcome_of(volcano_job("j").topology(None), MAX2)
+    assert rendered_paths(outcome) == [(NT, "warning")]
+    assert "hard mode without highestTierAllowed" in outcome.warnings[0].detail
+
+
+def test_a_topology_that_is_not_a_map_says_what_it_must_be_and_the_next_one_is_checked_too():
+    job = PARTITIONED.clone().spec(networkTopology="hard").partition_topology("w", "loose", tier=1)
+    outcome = outcome_of(job, MAX2)
+    assert rendered_paths(outcome) == [(NT, "error"), (f"{PNT}.mode", "error")]
+    assert outcome.errors[0].render() == f"{NT}: must be a map with mode and highestTierAllowed"
+
+
+def test_a_negative_tier_says_what_a_tier_is():
+    outcome = outcome_of(volcano_job("j").topology("hard", tier=-1), MAX2)
+    assert outcome.errors[0].render() == (
+        f"{NT}.highestTierAllowed: -1 is not a tier; use an integer ≥ 0"
+    )

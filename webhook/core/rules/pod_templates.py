@@ -129,6 +129,16 @@ def _check_requirements(resources: Mapping[str, Any], path: FieldPath) -> list[V
     for kind in ("limits", "requests"):
         parsed: dict[str, Decimal] = {}
         for name, raw in as_map(resources.get(kind)).items():
+            if refused_name(str(name)):
+                found.append(
+                    error(
+                        path.child(kind).key(str(name)),
+                        f"{name} is not a resource name Kubernetes accepts in a pod: a name with "
+                        "a domain must not start with 'requests.' (the prefix of quota names); "
+                        "use the name the device plugin advertises, such as nvidia.com/gpu",
+                    )
+                )
+                continue
             value = quantity.parse(raw)
             if value is None:
                 continue  # the schema check names a value that is not a quantity
@@ -178,6 +188,13 @@ def is_extended(name: str) -> bool:
     """An extended resource (``helper.IsExtendedResourceName``): one a device plugin or an
     operator advertises, such as ``nvidia.com/gpu``."""
     return not is_native(name) and not name.startswith("requests.")
+
+
+def refused_name(name: str) -> bool:
+    """A name with a domain that is neither native nor extended, such as
+    ``requests.nvidia.com/gpu``: Kubernetes refuses it in a container ("doesn't follow extended
+    resource name standard": validation.go ``validateContainerResourceName``)."""
+    return not is_native(name) and not is_extended(name)
 
 
 def overcommit_allowed(name: str) -> bool:

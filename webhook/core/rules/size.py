@@ -24,7 +24,7 @@ def json_size(obj: object) -> int:
         return len(json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode())
 
 
-def check(obj: object, *, path: FieldPath = ROOT, what: str = "this object") -> list[Violation]:
+def check(obj: object, *, what: str, path: FieldPath = ROOT) -> list[Violation]:
     size = json_size(obj)
     if size <= ETCD_LIMIT:
         return []
