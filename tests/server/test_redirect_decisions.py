@@ -1,5 +1,6 @@
 """Redirect mode's decisions, one AdmissionReview at a time: ``admission.review_body`` with the
-real ``kubernetes`` client against the fake API, without the apiserver emulator in front.
+real ``kubernetes`` client against the fake API, without the apiserver emulator in front (the
+whole chain is ``test_e2e.py``'s), so that each case costs a few API calls.
 
 What is asserted is what a client and a user act on: the status code and reason of the
 denial, the AppWrapper it names in its details, the AppWrapper stored, what the request line
@@ -136,10 +137,11 @@ async def redirect(
     fake_kube.add_local_queue(NAMESPACE, QUEUE)
     fake_kube.allow(ALICE.username, verb="create", group=names.APPWRAPPER_GROUP,
                     resource=names.APPWRAPPER_PLURAL, namespace=NAMESPACE)  # fmt: skip
-    policies = redirect_policies
     client = await KubeClient.connect(str(fake_kubeconfig))
     try:
-        yield Redirect(fake_kube, admission.Deps(policies=lambda: policies, cluster=client))
+        yield Redirect(
+            fake_kube, admission.Deps(policies=lambda: redirect_policies, cluster=client)
+        )
     finally:
         await client.close()
 
@@ -363,8 +365,8 @@ spec:
 async def test_under_audit_a_job_without_any_queue_is_wrapped_and_told_it_has_none(
     redirect: Redirect,
 ) -> None:
-    deps = dataclasses.replace(redirect.deps, policies=lambda: queueless)
     queueless = policy.build([("queueless-audit.yaml", QUEUELESS_AUDIT)])
+    deps = dataclasses.replace(redirect.deps, policies=lambda: queueless)
     job = vcjob(labels={names.WRAP_LABEL: "true"})
 
     answer = await redirect.validate(job, deps=deps)
@@ -378,8 +380,8 @@ async def test_under_audit_a_job_without_any_queue_is_wrapped_and_told_it_has_no
 async def test_under_audit_an_appwrapper_without_a_queue_is_not_looked_up_as_one(
     redirect: Redirect,
 ) -> None:
-    deps = dataclasses.replace(redirect.deps, policies=lambda: queueless)
     queueless = policy.build([("queueless-audit.yaml", QUEUELESS_AUDIT)])
+    deps = dataclasses.replace(redirect.deps, policies=lambda: queueless)
     appwrapper = {
         "apiVersion": names.APPWRAPPER_API_VERSION, "kind": "AppWrapper",
         "metadata": {"name": "byhand", "namespace": NAMESPACE},
