@@ -949,6 +949,11 @@ class FakeCluster:
                     return await self._watch(request, target)
                 return self._list(target, request)
             if method == "POST":
+                if res.namespaced and target.namespace is None:
+                    # Across namespaces only LIST and WATCHLIST are routed (k8s.io/apiserver
+                    # pkg/endpoints/installer.go, "list or post across namespace"): a create
+                    # of a namespaced kind names its namespace in the path.
+                    raise self._method_not_allowed(method)
                 body = await self._body(request)
                 created, warnings = await self._create(res, body, target.namespace, user,
                                                        dry_run, manager)  # fmt: skip
@@ -1373,7 +1378,8 @@ class FakeCluster:
             status["denied"] = True
         if decision.reason:
             status["reason"] = decision.reason
-        elif not decision.allowed:
+        elif not decision.allowed and not decision.denied:
+            # An explicit denial (a webhook authorizer's) says what it says, even nothing.
             status["reason"] = _no_rule(user, attrs)
         kind = "SelfSubjectAccessReview" if plural.startswith("self") else "SubjectAccessReview"
         review = {**copy.deepcopy(body), "apiVersion": f"{AUTHORIZATION}/v1", "kind": kind}

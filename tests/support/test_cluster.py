@@ -571,12 +571,30 @@ async def test_http_subject_access_review_and_auth(
     cluster.deny("mallory", resource="appwrappers")
     denied = await auth.create_subject_access_review(review("mallory"))
     assert not denied.status.allowed and denied.status.denied
+    # An explicit denial (a webhook authorizer's) gives its own reason, which may be none.
+    cluster.deny("eve", resource="appwrappers", reason="")
+    silent = await auth.create_subject_access_review(review("eve"))
+    assert silent.status.denied and not silent.status.reason
     cluster.token = "other"
     bad = FakeCluster.write_kubeconfig(cluster, tmp_path / "bad")
     async with await new_client_from_config(config_file=str(bad), persist_config=False) as anon:
         with pytest.raises(ApiException) as err:
             await client.CoreV1Api(anon).list_namespaced_pod("default")
         assert err.value.status == 401
+
+
+async def test_http_a_namespaced_kind_is_created_only_in_a_namespace(
+    api: client.ApiClient, cluster: FakeCluster
+) -> None:
+    # installer.go routes only LIST and WATCHLIST across namespaces.
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{cluster.url}/api/v1/pods", json=pod("nowhere"),
+                     headers={"Authorization": f"Bearer {cluster.token}"}) as response,
+    ):  # fmt: skip
+        assert response.status == 405
+    listed = await client.CoreV1Api(api).list_pod_for_all_namespaces()
+    assert [p.metadata.name for p in listed.items] == []
 
 
 async def test_http_fault_injection(api: client.ApiClient, cluster: FakeCluster) -> None:
