@@ -102,3 +102,64 @@ async def test_status_writes_that_leave_the_claim_alone_pass(
 async def test_the_controllers_still_move_a_claim_through_pod_status() -> None:
     result = await _status_write(_pod(), _relabel, APPWRAPPER_CONTROLLER)
     assert result.allowed, result.message
+
+
+# --- what admission wrote on a pod stays true through pods/status as well -------------------------
+
+SCHEDULER = UserInfo(username="system:kube-scheduler", groups=("system:authenticated",))
+
+
+def _waiting_pod() -> Obj:
+    """A bare Pod as autowrap's admission prepared it, waiting for its AppWrapper's admission."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "notebook", "namespace": "team-a",
+            "labels": {names.ADOPTION_LABEL: names.ADOPTION_PENDING},
+            "annotations": {names.REQUESTED_BY_ANNOTATION: "alice"},
+        },
+        "spec": {"schedulingGates": [{"name": names.ADMISSION_GATE}],
+                 "containers": [{"name": "main", "image": "torch:2.4"}]},
+        "status": {"phase": "Pending"},
+    }  # fmt: skip
+
+
+def _released(pod: Obj) -> None:
+    pod["metadata"]["labels"][names.RELEASED_LABEL] = "true"
+
+
+def _requested_by_bob(pod: Obj) -> None:
+    pod["metadata"]["annotations"][names.REQUESTED_BY_ANNOTATION] = "bob"
+
+
+def _adopted(pod: Obj) -> None:
+    pod["metadata"]["labels"][names.ADOPTION_LABEL] = names.ADOPTION_ADOPTED
+
+
+def _gated_condition(pod: Obj) -> None:  # kube-scheduler's SchedulingGates plugin
+    pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False",
+                                    "reason": "SchedulingGated"}]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("change", "policy", "field"),
+    [
+        (_released, "autowrap-admission-gate", "metadata.labels: autowrap.io/released"),
+        (_requested_by_bob, "autowrap-requested-by",
+         "metadata.annotations[autowrap.io/requested-by]"),
+        (_adopted, "autowrap-requested-by", "metadata.labels[autowrap.io/adoption]"),
+    ],
+)  # fmt: skip
+async def test_admissions_marks_on_a_waiting_pod_cannot_change_through_pod_status(
+    change: Callable[[Obj], None], policy: str, field: str
+) -> None:
+    result = await _status_write(_waiting_pod(), change, ALICE)
+    assert not result.allowed and result.status_code == 403, result.message
+    assert f"ValidatingAdmissionPolicy '{policy}' with binding '{policy}'" in result.message
+    assert f"denied request: {field}" in result.message
+
+
+async def test_the_schedulers_status_write_on_a_waiting_pod_passes() -> None:
+    result = await _status_write(_waiting_pod(), _gated_condition, SCHEDULER)
+    assert result.allowed, result.message

@@ -90,10 +90,16 @@ def test_each_policy_named_exists_and_reads_what_its_row_names() -> None:
             assert any(field in policies[p] for p in named), f"{what}: none of {named} reads {key}"
 
 
-# A pod's labels are also written through pods/status: podStatusStrategy.PrepareForUpdate
-# (kubernetes pkg/registry/core/pod/strategy.go:216-233) keeps only spec and ownerReferences
-# from the stored pod. A claim read from a pod label is guarded there too.
-THROUGH_POD_STATUS = (names.APPWRAPPER_LABEL,)
+# A pod's labels and annotations are also written through pods/status:
+# podStatusStrategy.PrepareForUpdate (kubernetes pkg/registry/core/pod/strategy.go:216-233)
+# keeps only spec and ownerReferences from the stored pod. What a policy guards on a pod is
+# guarded there too.
+THROUGH_POD_STATUS = (
+    names.APPWRAPPER_LABEL,
+    names.RELEASED_LABEL,
+    names.ADOPTION_LABEL,
+    names.REQUESTED_BY_ANNOTATION,
+)
 
 
 def _matches_pod_status_updates(spec: Any) -> bool:
@@ -110,8 +116,12 @@ def _matches_pod_status_updates(spec: Any) -> bool:
 
 def test_a_claim_written_through_pod_status_is_guarded_there() -> None:
     policies = {name: yaml.safe_load(text) for name, text in _policies().items()}
-    rows = [row for row in _rows() if any(name in row[0] for name in THROUGH_POD_STATUS)]
-    assert rows, THROUGH_POD_STATUS
+    rows = [
+        row
+        for row in _rows()
+        if any(row[0].startswith((f"label `{n}`", f"annotation `{n}`")) for n in THROUGH_POD_STATUS)
+    ]
+    assert len(rows) == len(THROUGH_POD_STATUS), [row[0] for row in rows]
     for what, _, writers, stops in rows:
         assert "`pods/status`" in writers, f"{what}: say that pods/status writes it"
         assert "`pods/status`" in stops, f"{what}: say what stops it through pods/status"
@@ -119,6 +129,6 @@ def test_a_claim_written_through_pod_status_is_guarded_there() -> None:
         if "`pods/status`" not in stops:
             continue
         named = set(re.findall(r"`(autowrap-[a-z-]+)`", stops))
-        assert any(_matches_pod_status_updates(policies[p]) for p in named), (
-            f"{what}: none of {sorted(named)} matches pods/status updates"
+        assert named and all(_matches_pod_status_updates(policies[p]) for p in named), (
+            f"{what}: not every one of {sorted(named)} matches pods/status updates"
         )
