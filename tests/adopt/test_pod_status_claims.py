@@ -5,9 +5,12 @@ pkg/registry/core/pod/strategy.go:216-233 at 008b3652) keeps a pod's spec and ow
 on a ``pods/status`` write, but the labels and annotations the request sends: whoever may
 update ``pods/status`` could move a running pod's ``workload.codeflare.dev/appwrapper`` label
 to another workload's AppWrapper, and autowrap would count the pod against that admission.
-Namespace editors cannot (the bootstrap ``edit`` and ``admin`` roles grant no ``/status``
-writes), but kubelets, controllers and anyone an administrator grants it can, so
-``autowrap-wrapped-pods`` matches ``pods/status`` too.
+Namespace editors cannot (the bootstrap ``edit`` and ``admin`` roles aggregate
+``system:aggregate-to-edit``, whose writes on pods name ``pods``, ``pods/attach``,
+``pods/proxy``, ``pods/exec`` and ``pods/portforward``, and only ``view`` reads
+``pods/status``: kubernetes plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go), but
+kubelets, controllers and anyone an administrator grants it can, so ``autowrap-wrapped-pods``
+matches ``pods/status`` too.
 
 The cluster is the simulated one of tests/adopt (autowrap's webhooks, ValidatingAdmissionPolicies
 and controller real; Kueue, the AppWrapper controller, Volcano and a kubelet simulated). mallory
