@@ -10,10 +10,13 @@ means no validating webhook is called). What is reproduced:
 
 * matching: ``matchConstraints`` (resourceRules, excludeResourceRules, namespaceSelector,
   objectSelector: the new or the old object's labels), then each binding's ``matchResources``
-  narrowing it (policy/matching, as for webhooks);
+  narrowing it (policy/matching, as for webhooks: a write through a subresource is matched
+  only by a rule naming it, ``pods/status`` or ``pods/*``, never by ``pods``);
 * ``matchConditions`` then ``variables`` then ``validations``, in CEL with cel-python, over
-  ``object``, ``oldObject`` (null on CREATE; ``object`` null on DELETE), ``request`` (the
-  AdmissionRequest without the objects), ``namespaceObject`` and ``variables``. A variable that
+  ``object``, ``oldObject`` (null on CREATE; ``object`` null on DELETE; for ``pods/status``
+  the whole Pod, as the status strategy prepared it), ``request`` (the AdmissionRequest
+  without the objects; ``subResource`` only on a write through a subresource, as
+  the AdmissionRequest's JSON omits it empty: expressions test it with ``has()``), ``namespaceObject`` and ``variables``. A variable that
   fails to evaluate fails only the expressions that read it (upstream evaluates them lazily);
 * an evaluation error is a denial under ``failurePolicy: Fail`` (the default) and nothing under
   Ignore (validator.go ``policyDecisionActionForError``);
@@ -230,14 +233,7 @@ class PolicySet:
         emulator does for webhooks)."""
         outcome = Outcome()
         to_cel = self._celpy.json_to_cel
-        activation = {
-            "object": to_cel(request.get("object")),
-            "oldObject": to_cel(request.get("oldObject")),
-            "request": to_cel(
-                {k: v for k, v in request.items() if k not in ("object", "oldObject")}
-            ),  # fmt: skip
-            "namespaceObject": to_cel(namespace_object),
-        }
+        activation: JsonDict = {}
         for policy in self.policies:
             if not matches(policy.match):
                 continue
@@ -247,6 +243,16 @@ class PolicySet:
             ]  # fmt: skip
             if not bindings:
                 continue
+            # Converted once, and only for a request some policy matches (a kubelet's status
+            # writes mostly match none).
+            activation = activation or {
+                "object": to_cel(request.get("object")),
+                "oldObject": to_cel(request.get("oldObject")),
+                "request": to_cel(
+                    {k: v for k, v in request.items() if k not in ("object", "oldObject")}
+                ),  # fmt: skip
+                "namespaceObject": to_cel(namespace_object),
+            }
             decisions = self._decide(policy, activation)
             for binding in bindings:
                 for message, reason in decisions:

@@ -591,6 +591,7 @@ class _Attempt:
     options: JsonDict
     deadline: float
     validators: tuple[InProcessValidator, ...] = ()
+    subresource: str = ""
     warnings: WarningRecorder = field(default_factory=WarningRecorder)
     calls: list[WebhookCall] = field(default_factory=list)
 
@@ -859,6 +860,7 @@ class ApiserverEmulator:
         field_manager: str | None = None,
         validators: Sequence[InProcessValidator] = (),
         validate_object: ObjectValidation | None = None,
+        subresource: str = "",
     ) -> AdmissionResult:
         """Run one write request through admission and, if allowed, "store" it.
 
@@ -878,6 +880,12 @@ class ApiserverEmulator:
         webhooks, as rest.BeforeCreate runs before createValidation (registry/store.go:569,
         :575) and rest.BeforeUpdate before updateValidation (:825, :839-843), so a refusal
         there means no validating webhook is called.
+
+        ``subresource`` (``status``) is a write through that subresource: the review carries
+        it as ``subResource`` and ``requestSubResource``, and only a rule that names it
+        (``pods/status``, ``pods/*``, ``*/*``) matches, for webhooks and policies alike
+        (k8s.io/apiserver pkg/admission/plugin/webhook/predicates/rules/rules.go:106-117 at
+        7fc9c57d, ``Matcher.resource``: ``pods`` matches the main resource only).
         """
         timeout = self.request_timeout if request_timeout is None else request_timeout
         loop = asyncio.get_running_loop()
@@ -901,6 +909,7 @@ class ApiserverEmulator:
                 options=self._options(operation, dry_run, field_manager),
                 deadline=loop.time() + timeout,
                 validators=tuple(validators),
+                subresource=subresource,
             )
         except _Reject as rej:
             return self._result(False, current, rej.status, (), (), dry_run)
@@ -945,6 +954,7 @@ class ApiserverEmulator:
         field_manager: str | None = None,
         validators: Sequence[InProcessValidator] = (),
         validate_object: ObjectValidation | None = None,
+        subresource: str = "",
     ) -> AdmissionResult:
         """Admission only (never stored) for a CREATE, UPDATE or DELETE: the front door of a
         fake cluster that keeps the objects itself (see :meth:`create` for the arguments)."""
@@ -960,6 +970,7 @@ class ApiserverEmulator:
             field_manager=field_manager,
             validators=validators,
             validate_object=validate_object,
+            subresource=subresource,
         )
 
     def webhooks(self) -> list[Webhook]:
@@ -1026,6 +1037,11 @@ class ApiserverEmulator:
             "requestKind": dict(gvk),
             "requestResource": dict(gvr),
         }
+        if attempt.subresource:
+            # admission/v1 AdmissionRequest: subResource and requestSubResource (omitempty),
+            # the kind and resource staying the Pod's (pods/status reads and writes a Pod).
+            request["subResource"] = attempt.subresource
+            request["requestSubResource"] = attempt.subresource
         if attempt.name:
             request["name"] = attempt.name
         if attempt.namespace:
@@ -1064,7 +1080,10 @@ class ApiserverEmulator:
             )
         ):
             return False
-        if not any(rule_matches(r, attempt.operation, info, attempt.namespace) for r in hook.rules):
+        if not any(
+            rule_matches(r, attempt.operation, info, attempt.namespace, attempt.subresource)
+            for r in hook.rules
+        ):
             return False
         return self._match_conditions_hold(hook, attempt, obj)
 
@@ -1274,7 +1293,8 @@ class ApiserverEmulator:
         ):
             return False
         if selectors.rules and not any(
-            rule_matches(r, attempt.operation, info, attempt.namespace) for r in selectors.rules
+            rule_matches(r, attempt.operation, info, attempt.namespace, attempt.subresource)
+            for r in selectors.rules
         ):
             return False
         return not any(
@@ -1283,6 +1303,7 @@ class ApiserverEmulator:
                 attempt.operation,
                 info,
                 attempt.namespace,
+                attempt.subresource,
             )  # fmt: skip
             for r in selectors.exclude
         )

@@ -9,8 +9,10 @@ parallel, including the in-process ones added with :meth:`FakeCluster.add_valida
 then storage decides (AlreadyExists, Conflict). Over HTTP a request body over 3 MiB is refused
 with 413 first (handlers/rest.go:372-389).
 Admission goes through :class:`ApiserverEmulator` when one is attached, so autowrap's real
-webhook server is called over TLS. Subresource writes (``/status``) skip webhooks: every
-configured rule names the main resource, which does not match ``pods/status``.
+webhook server is called over TLS. A ``/status`` write is admitted too, as a subresource: only
+webhooks and ValidatingAdmissionPolicies whose rules name it (``pods/status``, ``pods/*``)
+see it, and for a pod it changes what podStatusStrategy lets change (status, labels,
+annotations; never spec or ownerReferences; Store.prepare_update).
 
 The HTTP API serves the real REST paths on loopback with bearer-token authentication, so the
 official ``kubernetes.aio`` client (or kubectl) works against it unchanged.
@@ -709,9 +711,14 @@ class FakeCluster:
         before the validating webhooks, as rest.BeforeCreate/BeforeUpdate come before
         createValidation/updateValidation (k8s.io/apiserver pkg/registry/generic/registry/
         store.go:569 and :575, :825 and :839-843 at 24a394e5): an invalid object is refused
-        with its 422 and no validating webhook sees it."""
-        if subresource:
-            return obj, ()
+        with its 422 and no validating webhook sees it.
+
+        A ``status`` write is admitted as kube-apiserver admits any subresource (the status
+        REST of registry/core/pod/storage/storage.go is a store like the main one): the
+        review names ``subResource: status`` and only rules that name the subresource match
+        (the emulator's rule matching), with the whole Pod, as its status strategy prepared
+        it, as ``object`` and ``oldObject``. The in-process validators serve main resources
+        only, as :meth:`add_validating_webhook` says."""
         creating = operation == "CREATE"
 
         def validate_object(new: JsonDict, before: JsonDict | None) -> JsonDict | None:
@@ -725,11 +732,14 @@ class FakeCluster:
             result = await self.emulator.admit(
                 operation, obj, old_object=old, user=user, dry_run=dry_run,
                 resource=res.plural, namespaced=res.namespaced, field_manager=field_manager,
-                validators=self.validators, validate_object=validate_object,
+                validators=() if subresource else self.validators,
+                validate_object=validate_object, subresource=subresource,
             )  # fmt: skip
             if not result.allowed:
                 raise ApiError.from_status(result.status or {})
             return result.object, tuple(result.warnings)
+        if subresource:
+            return obj, ()
         admitted = copy.deepcopy(obj)
         meta = admitted["metadata"]
         if creating and not meta.get("name") and meta.get("generateName"):

@@ -57,6 +57,25 @@ _DNS_LABEL_RE = re.compile(rf"^{_DNS_LABEL}$")
 _SYSTEM_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds")
 
 
+def _pod_status_update(new: JsonDict, old: JsonDict) -> JsonDict:
+    """What ``pods/status`` stores of an update: podStatusStrategy.PrepareForUpdate (kubernetes
+    pkg/registry/core/pod/strategy.go:216-233 at 008b3652) keeps the old spec and
+    ownerReferences and clears deletionTimestamp (restored from the old object by
+    rest.BeforeUpdate, as the system fields below), and keeps everything else the request
+    sends: status, and the labels, annotations and finalizers of its metadata. Unlike a
+    custom resource's status (apiextensions' statusStrategy copies the old object whole), a
+    pod's claim labels can change here."""
+    kept = copy.deepcopy(new)
+    kept["spec"] = copy.deepcopy(old.get("spec"))
+    kept_meta = kept.setdefault("metadata", {})
+    for system in (*_SYSTEM_META, "generation", "namespace", "ownerReferences"):
+        if system in _meta(old):
+            kept_meta[system] = copy.deepcopy(_meta(old)[system])
+        else:
+            kept_meta.pop(system, None)
+    return kept
+
+
 class ApiError(Exception):
     """A failed request, carrying the metav1.Status kube-apiserver would send."""
 
@@ -564,7 +583,9 @@ class Store:
                           "Invalid value: 0x0: must be specified for an update")  # fmt: skip
         new = copy.deepcopy(dict(obj))
         new["apiVersion"], new["kind"] = res.api_version, res.kind
-        if subresource == "status":  # status strategy PrepareForUpdate: only status changes
+        if subresource == "status" and res == PODS:
+            new = _pod_status_update(new, old)
+        elif subresource == "status":  # status strategy PrepareForUpdate: only status changes
             kept = copy.deepcopy(old)
             if "status" in new:
                 kept["status"] = new["status"]

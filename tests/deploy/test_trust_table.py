@@ -6,6 +6,7 @@ names exists in deploy/ and reads the names of that row."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import yaml
 
@@ -87,3 +88,47 @@ def test_each_policy_named_exists_and_reads_what_its_row_names() -> None:
         for key in keys:
             field = key.split(".")[-1].split("[")[0]
             assert any(field in policies[p] for p in named), f"{what}: none of {named} reads {key}"
+
+
+# A pod's labels and annotations are also written through pods/status:
+# podStatusStrategy.PrepareForUpdate (kubernetes pkg/registry/core/pod/strategy.go:216-233)
+# keeps only spec and ownerReferences from the stored pod. What a policy guards on a pod is
+# guarded there too.
+THROUGH_POD_STATUS = (
+    names.APPWRAPPER_LABEL,
+    names.RELEASED_LABEL,
+    names.ADOPTION_LABEL,
+    names.REQUESTED_BY_ANNOTATION,
+)
+
+
+def _matches_pod_status_updates(spec: Any) -> bool:
+    rules = (spec.get("matchConstraints") or {}).get("resourceRules") or []
+    return any(
+        "" in (rule.get("apiGroups") or [])
+        and any(
+            r in ("pods/status", "pods/*", "*/status", "*/*") for r in rule.get("resources") or []
+        )
+        and any(op in ("UPDATE", "*") for op in rule.get("operations") or [])
+        for rule in rules
+    )
+
+
+def test_a_claim_written_through_pod_status_is_guarded_there() -> None:
+    policies = {name: yaml.safe_load(text) for name, text in _policies().items()}
+    rows = [
+        row
+        for row in _rows()
+        if any(row[0].startswith((f"label `{n}`", f"annotation `{n}`")) for n in THROUGH_POD_STATUS)
+    ]
+    assert len(rows) == len(THROUGH_POD_STATUS), [row[0] for row in rows]
+    for what, _, writers, stops in rows:
+        assert "`pods/status`" in writers, f"{what}: say that pods/status writes it"
+        assert "`pods/status`" in stops, f"{what}: say what stops it through pods/status"
+    for what, _, _, stops in _rows():
+        if "`pods/status`" not in stops:
+            continue
+        named = set(re.findall(r"`(autowrap-[a-z-]+)`", stops))
+        assert named and all(_matches_pod_status_updates(policies[p]) for p in named), (
+            f"{what}: not every one of {sorted(named)} matches pods/status updates"
+        )

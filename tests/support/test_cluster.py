@@ -366,10 +366,14 @@ async def test_http_patch_types(api: client.ApiClient) -> None:
     out = await core.patch_namespaced_pod("g", "default", {"metadata": {"labels": None}},
                                           _content_type="application/merge-patch+json")  # fmt: skip
     assert out.metadata.labels is None
+    # pods/status keeps the request's labels but never its spec (podStatusStrategy
+    # PrepareForUpdate, kubernetes pkg/registry/core/pod/strategy.go:216-233 at 008b3652).
     status = await core.patch_namespaced_pod_status(
-        "g", "default", {"status": {"phase": "Running"}, "metadata": {"labels": {"no": "x"}}}
-    )
-    assert status.status.phase == "Running" and status.metadata.labels is None
+        "g", "default", {"status": {"phase": "Running"}, "metadata": {"labels": {"no": "x"}},
+                         "spec": {"activeDeadlineSeconds": 5}},
+    )  # fmt: skip
+    assert status.status.phase == "Running" and status.metadata.labels == {"no": "x"}
+    assert status.spec.active_deadline_seconds is None
     custom = client.CustomObjectsApi(api)
     await custom.create_namespaced_custom_object(*VC, "default", "jobs", vcjob("j"))
     merged = await custom.patch_namespaced_custom_object(
