@@ -41,7 +41,9 @@ from bench import fakeapi, load, payloads, policies
 
 MUTATE_PAYLOADS = ("pod-rank", "aw-complete", "adopt-vcjob", "adopt-pod")
 LEVELS = (10, 50)
-ROUNDS = 5
+# A multiple of the servers' count (two, or three with --compare): each takes each place in the
+# rotating order as often.
+ROUNDS = 6
 REQUESTS = 3000
 SECONDS = 4.0
 WARM_UP = 20
