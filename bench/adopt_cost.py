@@ -38,7 +38,7 @@ is measured: CPU from ``/proc/<pid>/stat`` (utime + stime), memory from ``/proc/
 
 Beside each CPU figure the run prints its ratio to the *transport floor* measured in the same
 run (``bench.transport_floor``: what a process that decides nothing spends on the same calls
-and watch events), and 0.3's figures from the README's "Cost and sizing" and issue 27.
+and watch events), and 0.3's figures from its own release run (docs/performance.md) and issue 27.
 
 ``--compare DIR`` runs the same against the code of another checkout (``git worktree add
 /tmp/aw-0.2 a519357``), each version on a fresh cluster, and prints both side by side. The
@@ -77,7 +77,7 @@ TARGET_BLOAT_MIB = 10.0
 TARGET_FLOOR_RATIO = 2.5
 MEMORY_LIMIT_MIB = 512.0
 TARGET_BALLAST_HEALTHZ_MS = 1000.0
-# 0.3's figures (README "Cost and sizing", docs/performance.md; the ballast rows from issue 27's
+# 0.3's figures (its release run, docs/performance.md "Version 0.3"; the ballast rows from issue 27's
 # held-out measurement of 0.3 on the same shape of ballast), printed beside this run's.
 VERSION_03 = {
     "CPU ms per adopted job": "4.0",
@@ -693,7 +693,7 @@ def table(results: dict[str, list[dict[str, Any]]]) -> str:
     summaries = {label: figures(rounds) for label, rounds in results.items()}
     width = 22
     lines = [f"{'figure':<30}" + "".join(f"{label:>{width}}" for label in labels)
-             + f"{'0.3 (README)':>14}{'target':>10}"]  # fmt: skip
+             + f"{'0.3 (own run)':>14}{'target':>10}"]  # fmt: skip
     for title, _, target in ROWS:
         target = f"{VERSION_03.get(title, ''):>14}{target:>10}"
         cells = []

@@ -82,14 +82,16 @@ class Process:
     port: int
     log_path: Path
     proc: subprocess.Popen[bytes] | None = None
+    # The checkout whose code the process runs (another version's, for a comparison).
+    repo: Path = REPO
 
     def start(self) -> None:
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.repo), env.get("PYTHONPATH")]))
         env["PYTHONUNBUFFERED"] = "0"
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(
-                self.argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+                self.argv, cwd=self.repo, env=env, stdout=log, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
             )  # fmt: skip
 

@@ -82,8 +82,11 @@ def _as_candidate(
 
 def _adopted_templates(obj: Obj, adapter: KindAdapter, policy: PolicySpec, aw_name: str) -> Obj:
     """Plumbing, then the gate, the AppWrapper label and the podSet index on every template."""
-    result = engine.plumb(obj, adapter, policy).result
-    for index, group in enumerate(adapter.pod_groups(result)):
+    plumbed = engine.plumb(obj, adapter, policy)
+    result = plumbed.result
+    # Plumbing keeps the groups and where their templates are (``engine.Plumbed``): no second
+    # walk of the plumbed object to find them.
+    for index, group in enumerate(plumbed.groups):
         template = objects.get(result, group.template_path)
         if not isinstance(template, dict):
             continue

@@ -24,14 +24,26 @@ class PodMutation:
     violations: tuple[Violation, ...] = ()
 
 
+def _metadata_map(pod: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    return objects.as_map(objects.as_map(pod.get("metadata")).get(key))
+
+
+def _text(values: Mapping[str, Any], key: str) -> str | None:
+    """``values[key]`` when it is a string, as ``objects.labels_of`` and ``annotations_of`` keep
+    it; read where it is rather than by copying every label and annotation of the pod, since
+    this runs once for every pod of every wrapped workload."""
+    value = values.get(key)
+    return value if isinstance(value, str) else None
+
+
 def needs_rank(pod: Mapping[str, Any]) -> bool:
-    return names.NODE_RANK_OFFSET_LABEL in objects.labels_of(pod)
+    return _text(_metadata_map(pod, "labels"), names.NODE_RANK_OFFSET_LABEL) is not None
 
 
 def mutate(pod: Mapping[str, Any]) -> PodMutation:
-    pod_labels = objects.labels_of(pod)
-    pod_annotations = objects.annotations_of(pod)
-    raw_offset = pod_labels.get(names.NODE_RANK_OFFSET_LABEL)
+    pod_labels = _metadata_map(pod, "labels")
+    pod_annotations = _metadata_map(pod, "annotations")
+    raw_offset = _text(pod_labels, names.NODE_RANK_OFFSET_LABEL)
     if raw_offset is None:
         return PodMutation(None)
     if not raw_offset.isdigit():
@@ -45,8 +57,12 @@ def mutate(pod: Mapping[str, Any]) -> PodMutation:
                 ),
             ),
         )
-    index_key = pod_annotations.get(names.POD_INDEX_KEY_ANNOTATION, names.VOLCANO_TASK_INDEX)
-    raw_index = pod_annotations.get(index_key, pod_labels.get(index_key))
+    index_key = _text(pod_annotations, names.POD_INDEX_KEY_ANNOTATION)
+    if index_key is None:
+        index_key = names.VOLCANO_TASK_INDEX
+    raw_index = _text(pod_annotations, index_key)
+    if raw_index is None:
+        raw_index = _text(pod_labels, index_key)
     if raw_index is None or not raw_index.isdigit():
         return PodMutation(
             None,
@@ -59,7 +75,7 @@ def mutate(pod: Mapping[str, Any]) -> PodMutation:
             ),
         )
     rank = str(int(raw_offset) + int(raw_index))
-    if pod_annotations.get(names.NODE_RANK_ANNOTATION) == rank:
+    if _text(pod_annotations, names.NODE_RANK_ANNOTATION) == rank:
         return PodMutation(None)
     # Copy only the maps on the way to the one annotation written: the rest of the pod is shared
     # with the input (never mutated), which keeps this and the patch diff independent of the
