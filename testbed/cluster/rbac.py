@@ -30,11 +30,11 @@ Upstream (kubernetes/kubernetes, k8s.io/apiserver):
   (plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go);
 * where the roles and bindings come from: the objects stored in the API. kube-apiserver builds
   its RBAC authorizer over the shared informers' listers of the four kinds
-  (pkg/kubeapiserver/authorizer/reload.go, ModeRBAC: ``rbac.New(&rbac.RoleGetter{Lister:
-  ...Rbac().V1().Roles().Lister()}, ...)``; the adapters are rbac.go ``RoleGetter``,
-  ``RoleBindingLister``, ``ClusterRoleGetter``, ``ClusterRoleBindingLister``, lines 195-225 at
-  commit 01aa0f3f), so an edit of a stored ClusterRole is what the next request is judged by:
-  :meth:`Rbac.stored` reads the fake store's objects the same way.
+  (pkg/kubeapiserver/authorizer/config.go ``Config.New``, case ModeRBAC:
+  ``rbac.New(&rbac.RoleGetter{Lister: ...Rbac().V1().Roles().Lister()}, ...)``; rbac.go ``New``
+  and its adapters ``RoleGetter``, ``RoleBindingLister``, ``ClusterRoleGetter``,
+  ``ClusterRoleBindingLister``), so an edit of a stored ClusterRole is what the next request is
+  judged by: :meth:`Rbac.stored` reads the fake store's objects the same way.
 
 Aggregated ClusterRoles (``aggregationRule``) are not expanded here, nor are they upstream: the
 authorizer reads a ClusterRole's ``rules``, which the clusterrole-aggregation controller
