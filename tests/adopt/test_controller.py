@@ -15,7 +15,7 @@ from testbed.apiserver import UserInfo
 from testbed.cluster.patches import MERGE_PATCH as MERGE
 from testbed.cluster.resources import APPWRAPPERS, LEASES, PODS, VCJOBS
 from tests.adopt.harness import NAMESPACE, QUEUE, adopting, eventually, prepared, vcjob
-from tests.support.operator import edit_cluster_role_verbs
+from tests.support.operator_edits import edit_cluster_role_verbs
 from webhook.controller import Controller
 from webhook.core import adoption
 from webhook.model import names

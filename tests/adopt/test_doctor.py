@@ -45,7 +45,7 @@ from testbed.cluster.resources import (
 from testbed.pki import ServingPki
 from tests.adopt.cluster import AUTOWRAP, FLAVORS, NAMESPACE, Cluster, running_cluster
 from tests.deploy.test_manifests import render
-from tests.support.operator import edit_cluster_role_verbs
+from tests.support.operator_edits import edit_cluster_role_verbs
 from webhook import __version__, app
 from webhook.cli import doctor
 from webhook.cli import main as cli

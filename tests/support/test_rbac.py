@@ -18,7 +18,7 @@ from testbed.cluster import resources as r
 from testbed.cluster.cluster import ADMIN_TOKEN, for_autowrap
 from testbed.cluster.common import DEFAULT_TOKEN, service_account_user
 from testbed.cluster.rbac import RBAC_GROUP, Attributes, Rbac, forbidden, request_attributes
-from tests.support.operator import edit_cluster_role_verbs
+from tests.support.operator_edits import edit_cluster_role_verbs
 from webhook.model import names
 
 AUTOWRAP = service_account_user()
