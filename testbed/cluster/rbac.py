@@ -238,12 +238,9 @@ def _role_key(role: Mapping[str, Any]) -> tuple[str, str, str]:
 
 
 def role_without(role: Mapping[str, Any], verb: str, group: str, resource: str) -> JsonDict:
-    """``role`` (any of the four kinds; only roles have rules) with ``verb`` on
-    ``group``/``resource`` taken out of every rule that grants it, the rest of each rule kept:
-    what an operator's ``kubectl edit`` leaves."""
+    """A ClusterRole or Role with ``verb`` on ``group``/``resource`` taken out of every rule
+    that grants it, the rest of each rule kept: what an operator's ``kubectl edit`` leaves."""
     edited: JsonDict = yaml.safe_load(yaml.safe_dump(dict(role)))
-    if "rules" not in edited:
-        return edited
     rules = []
     for rule in edited.get("rules") or []:
         if (
@@ -312,17 +309,6 @@ class Rbac:
             docs.append(moved)
         return Rbac(docs, bootstrap=self.bootstrap)
 
-    def including(self, component: Path) -> Rbac:
-        """These roles and bindings and those of a kustomize Component (its grants added to an
-        install, as ``components:`` adds them)."""
-        return Rbac([*self.objects, *_documents(component.resolve())], bootstrap=self.bootstrap)
-
-    def without(self, verb: str, group: str, resource: str) -> Rbac:
-        """The same roles with ``verb`` on ``group``/``resource`` taken out of every rule that
-        grants it (a ClusterRole edited by hand)."""
-        docs = [role_without(obj, verb, group, resource) for obj in self.objects]
-        return Rbac(docs, bootstrap=self.bootstrap)
-
     def _role(self, ref: Mapping[str, Any], namespace: str) -> Mapping[str, Any] | None:
         kind = str(ref.get("kind") or "")
         return self._roles.get((kind, namespace if kind == "Role" else "", str(ref.get("name"))))
@@ -337,13 +323,13 @@ class Rbac:
                 if namespace in ("", bound):
                     yield obj, bound
 
-    def roles_of(self, user: str, groups: Sequence[str] = ()) -> list[Mapping[str, Any]]:
+    def roles_of(self, user: str) -> list[Mapping[str, Any]]:
         """The roles (ClusterRoles and Roles, bootstrap ones left out) some binding grants
-        ``user``, each once, in binding order."""
+        ``user`` by name (a User or ServiceAccount subject), each once, in binding order."""
         out: dict[tuple[str, str, str], Mapping[str, Any]] = {}
         for binding, scope in self._bindings(""):
             binding_ns = scope or ""
-            if not any(_applies_to(s, user, groups, binding_ns)
+            if not any(_applies_to(s, user, (), binding_ns)
                        for s in binding.get("subjects") or []):  # fmt: skip
                 continue
             role = self._role(binding.get("roleRef") or {}, binding_ns)
