@@ -8,10 +8,11 @@ controller's Deployment and ``appwrapper-operator-config``, Volcano's Job CRD an
 configurations, the controllers' Deployments with the RBAC their installs bind to them, a
 ClusterQueue and its ResourceFlavor. ``autowrap doctor`` reads all of them;
 :func:`install` stores them in a :class:`FakeCluster` the way those installs would, and
-:func:`grant_rbac` makes the fake authorizer answer for autowrap's ServiceAccount exactly what
-the rendered ClusterRole and Role grant (RBAC: allowed when a rule allows, denied otherwise;
-k8s.io/kubernetes plugin/pkg/auth/authorizer/rbac/rbac.go RulesAllow), so its
-SubjectAccessReviews say what a real cluster would.
+:func:`grant_rbac` holds autowrap's ServiceAccount to what the stored ClusterRoles, Roles and
+bindings grant (RBAC: allowed when a rule allows, denied otherwise; k8s.io/kubernetes
+plugin/pkg/auth/authorizer/rbac/rbac.go RulesAllow, over the stored objects as the authorizer's
+listers read them), so its requests and its SubjectAccessReviews get what a real cluster would
+answer, and :func:`revoke` or an operator's edit of the stored ClusterRole changes both.
 
 Kueue's manager config is its release's (kueue config/components/manager/
 controller_manager_config.yaml, integrations.frameworks with workload.codeflare.dev/appwrapper);
@@ -58,13 +59,8 @@ ADMISSION_POLICY_BINDINGS = Resource(ADMISSION, "v1", "validatingadmissionpolicy
                                      singular="validatingadmissionpolicybinding")  # fmt: skip
 STATEFULSETS = Resource("apps", "v1", "statefulsets", "StatefulSet", status_subresource=True,
                         singular="statefulset", short_names=("sts",))  # fmt: skip
-RBAC = "rbac.authorization.k8s.io"
-CLUSTER_ROLES = Resource(RBAC, "v1", "clusterroles", "ClusterRole", namespaced=False,
-                         singular="clusterrole")  # fmt: skip
-ROLES = Resource(RBAC, "v1", "roles", "Role", singular="role")
-CLUSTER_ROLE_BINDINGS = Resource(RBAC, "v1", "clusterrolebindings", "ClusterRoleBinding",
-                                 namespaced=False, singular="clusterrolebinding")  # fmt: skip
-ROLE_BINDINGS = Resource(RBAC, "v1", "rolebindings", "RoleBinding", singular="rolebinding")
+RBAC = authz.RBAC_GROUP
+CLUSTER_ROLES, ROLES, CLUSTER_ROLE_BINDINGS, ROLE_BINDINGS = authz.RESOURCES
 EXTRA = (DEPLOYMENTS, STATEFULSETS, ENDPOINT_SLICES, CRDS, ADMISSION_POLICIES,
          ADMISSION_POLICY_BINDINGS, CLUSTER_ROLES, ROLES, CLUSTER_ROLE_BINDINGS, ROLE_BINDINGS)  # fmt: skip
 # What `kubectl apply` of autowrap's release stores that doctor reads.
@@ -282,8 +278,8 @@ def apply_release(
 ) -> None:
     """Store what ``kubectl apply`` of a rendered release (``deploy/`` or an overlay of it)
     leaves that doctor reads, each webhook with ``ca_bundle``; applied again, it replaces them.
-    The RBAC objects are stored as the cluster holds them; who the fake authorizer lets do what
-    is :func:`grant_rbac`'s."""
+    The RBAC objects are stored as the cluster holds them, and the fake authorizer reads them
+    there; whose own requests it holds to RBAC is :func:`grant_rbac`'s."""
     for obj in rendered:
         if obj.get("kind") not in RELEASE_KINDS:
             continue
@@ -297,17 +293,27 @@ def apply_release(
 
 
 def grant_rbac(cluster: FakeCluster, rendered: Iterable[Mapping[str, Any]], user: str) -> None:
-    """Authorize ``user`` (a ServiceAccount's username) with the rendered ClusterRoles, Roles
-    and their bindings, and nothing else, as RBAC answers. Applied again, it replaces what
-    that user was granted (the release re-applied)."""
+    """Store the rendered ClusterRoles, Roles and their bindings as ``kubectl apply`` does
+    (replacing any edited since: the release re-applied), drop the explicit access rules a test
+    gave ``user`` (a ServiceAccount's username), and hold its requests to RBAC, which reads
+    what is stored. Roles and bindings the release does not name stay, as ``kubectl apply``
+    without ``--prune`` leaves them."""
     cluster.access_rules[:] = [r for r in cluster.access_rules if r.user != user]
-    cluster.enforce_rbac(authz.Rbac(rendered), user)
+    cluster.enforce_rbac(authz.Rbac(rendered, bootstrap=False), user)
 
 
 def revoke(cluster: FakeCluster, user: str, verb: str, group: str, resource: str) -> None:
-    """Take one grant away (a ClusterRole edited by hand)."""
-    assert cluster.rbac is not None, "grant_rbac first"
-    cluster.enforce_rbac(cluster.rbac.without(verb, group, resource), user)
+    """Take ``verb`` on ``group``/``resource`` out of every stored ClusterRole and Role bound
+    to ``user``, each edited through the store as ``kubectl edit`` replaces it (read, change,
+    write back with its resourceVersion); the next request is judged by the edit."""
+    assert user in cluster.under_rbac and cluster.rbac is not None, "grant_rbac first"
+    edited = 0
+    for role in cluster.rbac.roles_of(user):
+        changed = authz.role_without(role, verb, group, resource)
+        if changed != role:
+            cluster.store.update(_resource_for(cluster, changed), changed)
+            edited += 1
+    assert edited, f"no role bound to {user} grants {verb} on {resource!r} in group {group!r}"
 
 
 def ca_bundle_of(pem: bytes) -> str:

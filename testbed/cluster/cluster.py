@@ -301,9 +301,10 @@ class FakeCluster:
         self.faults: list[Fault] = []
         self.access_rules: list[AccessRule] = []
         self.default_allow = default_allow
-        # RBAC, and the users whose own requests it authorizes (see enforce_rbac).
-        self.rbac: authz.Rbac | None = None
+        # The users whose own requests RBAC authorizes (see enforce_rbac), and the RBAC read
+        # from the store, until the next write of a role or binding (see rbac).
         self.under_rbac: set[str] = set()
+        self._rbac: authz.Rbac | None = None
         self.sars: list[JsonDict] = []
         self.token_reviews = 0
         self.validators: list[InProcessValidator] = []
@@ -319,7 +320,7 @@ class FakeCluster:
         # GET pods/{name}/log: the kubelet's answer (testbed.sim.kubelet sets it), given the
         # pod and the container named (None: the only one); None means not started.
         self.pod_logs: Callable[[JsonDict, str | None], str | None] | None = None
-        self.store.on_write(self._sync_namespace)
+        self.store.on_write(self._after_write)
         if emulator is not None:
             self.admit_with(emulator)
 
@@ -454,12 +455,48 @@ class FakeCluster:
         return rule
 
     def enforce_rbac(self, rbac: authz.Rbac, *usernames: str) -> None:
-        """Authorize every request of ``usernames`` as kube-apiserver does: the explicit rules
-        (:meth:`allow`, :meth:`deny`), then ``rbac``; anything else is 403 Forbidden. The same
-        RBAC answers SubjectAccessReviews from now on. Other users' requests stay unchecked
-        (the tests act as them directly)."""
-        self.rbac = rbac
+        """Store ``rbac``'s roles and bindings as ``kubectl apply`` of them would (each created,
+        or replaced; its namespace created first, as an install's Namespace is), and authorize
+        every request of ``usernames`` as kube-apiserver does from now on: the explicit rules
+        (:meth:`allow`, :meth:`deny`), then RBAC over every role and binding stored
+        (:attr:`rbac`); anything else is 403 Forbidden. SubjectAccessReviews read the same
+        RBAC. Other users' requests stay unchecked (the tests act as them directly)."""
+        self.store.serve(*authz.RESOURCES)
+        for obj in rbac.objects:
+            res = next(r for r in authz.RESOURCES if r.kind == obj["kind"])
+            meta = obj.get("metadata") or {}
+            namespace = str(meta.get("namespace") or "") if res.namespaced else None
+            served = self.store.served(NAMESPACES)
+            if namespace and served and self.store.get(NAMESPACES, None, namespace) is None:
+                self.add_namespace(namespace)
+            current = self.store.get(res, namespace, str(meta.get("name")))
+            body = copy.deepcopy(obj)
+            if current is None:
+                self.store.create(res, body)
+            elif any(current.get(k) != body.get(k)
+                     for k in ("rules", "aggregationRule", "roleRef", "subjects")):  # fmt: skip
+                body["metadata"] = {**current["metadata"], **body.get("metadata", {}),
+                                    "resourceVersion": current["metadata"]["resourceVersion"]}  # fmt: skip
+                self.store.update(res, body)
         self.under_rbac.update(usernames)
+
+    @property
+    def rbac(self) -> authz.Rbac | None:
+        """RBAC as the authorizer reads it: the ClusterRoles, Roles and bindings stored in this
+        cluster, with the bootstrap roles (authz.Rbac.stored); None while the store does not
+        serve them. Read again after any write of one of the four kinds (:meth:`_after_write`),
+        so an edit takes effect on the next request, as the authorizer's informers deliver it
+        upstream."""
+        if self._rbac is None:
+            self._rbac = authz.Rbac.stored(self.store)
+        return self._rbac
+
+    def _after_write(self, kind: str, res: Resource, obj: JsonDict, old: JsonDict | None) -> None:
+        """One store callback (each one costs a copy of every written object): the emulator's
+        namespaces follow the store's, and a write of a role or binding drops the RBAC read."""
+        self._sync_namespace(kind, res, obj, old)
+        if res.group == authz.RBAC_GROUP:
+            self._rbac = None
 
     def authorize_autowrap(
         self,

@@ -27,7 +27,19 @@ Upstream (kubernetes/kubernetes, k8s.io/apiserver):
   API group "<g>" in the namespace "<ns>"``);
 * what every authenticated user may do whatever the manifests say: the bootstrap
   ClusterRoles system:basic-user and system:discovery
-  (plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go).
+  (plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go);
+* where the roles and bindings come from: the objects stored in the API. kube-apiserver builds
+  its RBAC authorizer over the shared informers' listers of the four kinds
+  (pkg/kubeapiserver/authorizer/config.go ``Config.New``, case ModeRBAC:
+  ``rbac.New(&rbac.RoleGetter{Lister: ...Rbac().V1().Roles().Lister()}, ...)``; rbac.go ``New``
+  and its adapters ``RoleGetter``, ``RoleBindingLister``, ``ClusterRoleGetter``,
+  ``ClusterRoleBindingLister``), so an edit of a stored ClusterRole is what the next request is
+  judged by: :meth:`Rbac.stored` reads the fake store's objects the same way.
+
+Aggregated ClusterRoles (``aggregationRule``) are not expanded here, nor are they upstream: the
+authorizer reads a ClusterRole's ``rules``, which the clusterrole-aggregation controller
+(pkg/controller/clusterroleaggregation) writes. Neither deploy/ nor the two bootstrap roles
+above use one, so the fake runs no such controller.
 """
 
 from __future__ import annotations
@@ -42,7 +54,8 @@ import yaml
 
 from testbed.apiserver import JsonDict, UserInfo
 from testbed.cluster.common import AccessRule
-from testbed.cluster.store import ApiError
+from testbed.cluster.resources import Resource
+from testbed.cluster.store import ApiError, Store
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY_BASE = REPO / "deploy" / "base"
@@ -50,7 +63,15 @@ OWNER_REFERENCES_COMPONENT = REPO / "deploy" / "components" / "owner-references-
 RBAC_GROUP = "rbac.authorization.k8s.io"
 MASTERS = "system:masters"
 AUTHENTICATED = "system:authenticated"
-_KINDS = ("ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding")
+CLUSTER_ROLES = Resource(RBAC_GROUP, "v1", "clusterroles", "ClusterRole", namespaced=False,
+                         singular="clusterrole")  # fmt: skip
+ROLES = Resource(RBAC_GROUP, "v1", "roles", "Role", singular="role")
+CLUSTER_ROLE_BINDINGS = Resource(RBAC_GROUP, "v1", "clusterrolebindings", "ClusterRoleBinding",
+                                 namespaced=False, singular="clusterrolebinding")  # fmt: skip
+ROLE_BINDINGS = Resource(RBAC_GROUP, "v1", "rolebindings", "RoleBinding", singular="rolebinding")
+# The four kinds the RBAC authorizer reads.
+RESOURCES = (CLUSTER_ROLES, ROLES, CLUSTER_ROLE_BINDINGS, ROLE_BINDINGS)
+_KINDS = tuple(r.kind for r in RESOURCES)
 _VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 # bootstrappolicy/policy.go: system:basic-user and system:discovery, bound to
 # system:authenticated (system:public-info-viewer's URLs are part of system:discovery's).
@@ -210,14 +231,62 @@ def _applies_to(subject: Mapping[str, Any], user: str, groups: Sequence[str], ns
     return False
 
 
+def _role_key(role: Mapping[str, Any]) -> tuple[str, str, str]:
+    meta = role.get("metadata") or {}
+    namespace = str(meta.get("namespace") or "") if role.get("kind") == "Role" else ""
+    return (str(role.get("kind")), namespace, str(meta.get("name")))
+
+
+def role_without(role: Mapping[str, Any], verb: str, group: str, resource: str) -> JsonDict:
+    """A ClusterRole or Role with ``verb`` on ``group``/``resource`` taken out of every rule
+    that grants it, the rest of each rule kept: what an operator's ``kubectl edit`` leaves."""
+    edited: JsonDict = yaml.safe_load(yaml.safe_dump(dict(role)))
+    rules = []
+    for rule in edited.get("rules") or []:
+        if (
+            group in (rule.get("apiGroups") or [])
+            and resource in (rule.get("resources") or [])
+            and verb in (rule.get("verbs") or [])
+        ):
+            others = [r for r in rule["resources"] if r != resource]
+            if others:
+                rules.append({**rule, "resources": others})
+            verbs = [v for v in rule.get("verbs") or [] if v != verb]
+            if verbs:
+                rules.append({**rule, "resources": [resource], "verbs": verbs})
+        else:
+            rules.append(rule)
+    edited["rules"] = rules
+    return edited
+
+
 class Rbac:
-    """Roles and bindings, as the RBAC authorizer reads them from the cluster."""
+    """Roles and bindings, as the RBAC authorizer reads them from the cluster: ``objects``,
+    and with ``bootstrap`` the bootstrap roles every authenticated user is bound to."""
 
     def __init__(self, objects: Iterable[Mapping[str, Any]], *, bootstrap: bool = True) -> None:
-        docs = [*(_BOOTSTRAP if bootstrap else ()), *objects]
         self.objects: tuple[JsonDict, ...] = tuple(
-            dict(o) for o in docs if o and o.get("kind") in _KINDS
+            dict(o) for o in objects if o and o.get("kind") in _KINDS
         )
+        self.bootstrap = bootstrap
+        evaluated = (*(_BOOTSTRAP if bootstrap else ()), *self.objects)
+        self._bindings_in_order = tuple(
+            o for o in evaluated if o["kind"] in ("ClusterRoleBinding", "RoleBinding")
+        )
+        # RoleGetter / ClusterRoleGetter: one role per (kind, namespace, name), the first.
+        self._roles: dict[tuple[str, str, str], JsonDict] = {}
+        for obj in evaluated:
+            if obj["kind"] in ("ClusterRole", "Role"):
+                self._roles.setdefault(_role_key(obj), obj)
+
+    @classmethod
+    def stored(cls, store: Store) -> Rbac | None:
+        """What the store holds of the four kinds, with the bootstrap roles, as the authorizer
+        reads it through its listers (module docstring); None where the store does not serve
+        RBAC (a cluster without the RBAC authorizer)."""
+        if not all(store.served(res) for res in RESOURCES):
+            return None
+        return cls([obj for res in RESOURCES for obj in store.list(res)])
 
     @classmethod
     def from_manifests(cls, directory: Path = DEPLOY_BASE) -> Rbac:
@@ -238,56 +307,35 @@ class Rbac:
                 if subject.get("kind") == "ServiceAccount" and subject.get("namespace") == source:
                     subject["namespace"] = target
             docs.append(moved)
-        return Rbac(docs, bootstrap=False)
-
-    def including(self, component: Path) -> Rbac:
-        """These roles and bindings and those of a kustomize Component (its grants added to an
-        install, as ``components:`` adds them)."""
-        return Rbac([*self.objects, *_documents(component.resolve())], bootstrap=False)
-
-    def without(self, verb: str, group: str, resource: str) -> Rbac:
-        """The same roles with ``verb`` on ``group``/``resource`` taken out of every rule that
-        grants it (a ClusterRole edited by hand)."""
-        docs: list[JsonDict] = []
-        for obj in self.objects:
-            edited = yaml.safe_load(yaml.safe_dump(obj))
-            rules = []
-            for rule in edited.get("rules") or []:
-                if group in (rule.get("apiGroups") or []) and resource in (
-                    rule.get("resources") or []
-                ):
-                    others = [r for r in rule["resources"] if r != resource]
-                    if others:
-                        rules.append({**rule, "resources": others})
-                    verbs = [v for v in rule.get("verbs") or [] if v != verb]
-                    if verbs:
-                        rules.append({**rule, "resources": [resource], "verbs": verbs})
-                else:
-                    rules.append(rule)
-            if "rules" in edited:
-                edited["rules"] = rules
-            docs.append(edited)
-        return Rbac(docs, bootstrap=False)
+        return Rbac(docs, bootstrap=self.bootstrap)
 
     def _role(self, ref: Mapping[str, Any], namespace: str) -> Mapping[str, Any] | None:
-        for obj in self.objects:
-            meta = obj.get("metadata") or {}
-            if obj["kind"] != ref.get("kind") or meta.get("name") != ref.get("name"):
-                continue
-            if obj["kind"] == "Role" and meta.get("namespace") != namespace:
-                continue
-            return obj
-        return None
+        kind = str(ref.get("kind") or "")
+        return self._roles.get((kind, namespace if kind == "Role" else "", str(ref.get("name"))))
 
     def _bindings(self, namespace: str) -> Iterable[tuple[Mapping[str, Any], str | None]]:
         """(binding, the namespace its grants are confined to, None for cluster-wide)."""
-        for obj in self.objects:
+        for obj in self._bindings_in_order:
             if obj["kind"] == "ClusterRoleBinding":
                 yield obj, None
-            elif obj["kind"] == "RoleBinding":
+            else:
                 bound = str((obj.get("metadata") or {}).get("namespace") or "")
                 if namespace in ("", bound):
                     yield obj, bound
+
+    def roles_of(self, user: str) -> list[Mapping[str, Any]]:
+        """The roles (ClusterRoles and Roles, bootstrap ones left out) some binding grants
+        ``user`` by name (a User or ServiceAccount subject), each once, in binding order."""
+        out: dict[tuple[str, str, str], Mapping[str, Any]] = {}
+        for binding, scope in self._bindings(""):
+            binding_ns = scope or ""
+            if not any(_applies_to(s, user, (), binding_ns)
+                       for s in binding.get("subjects") or []):  # fmt: skip
+                continue
+            role = self._role(binding.get("roleRef") or {}, binding_ns)
+            if role is not None and any(role is o for o in self.objects):
+                out.setdefault(_role_key(role), role)
+        return list(out.values())
 
     def allowed_by(self, attrs: Attributes) -> str | None:
         """The reason RBAC allows the request ("RBAC: allowed by ..."), or None."""
@@ -383,12 +431,18 @@ def decide(
 
 
 __all__ = [
+    "CLUSTER_ROLES",
+    "CLUSTER_ROLE_BINDINGS",
     "DEPLOY_BASE",
     "OWNER_REFERENCES_COMPONENT",
+    "RESOURCES",
+    "ROLES",
+    "ROLE_BINDINGS",
     "Attributes",
     "Decision",
     "Rbac",
     "decide",
     "forbidden",
     "request_attributes",
+    "role_without",
 ]

@@ -18,7 +18,7 @@ from testbed.apiserver import ApiserverEmulator, UserInfo
 from testbed.cluster import owner_references
 from testbed.cluster.cluster import AUTOWRAP_TOKEN, FakeCluster
 from testbed.cluster.common import ServingTLS, write_kubeconfig
-from testbed.cluster.rbac import OWNER_REFERENCES_COMPONENT
+from testbed.cluster.rbac import OWNER_REFERENCES_COMPONENT, Rbac
 from testbed.cluster.resources import ALL, APPWRAPPERS, EVENTS, LOCALQUEUES, PODS, VCJOBS
 from testbed.jobs import training_job
 from testbed.pki import ServingPki
@@ -205,8 +205,7 @@ async def running_cluster(
     # component docs/install.md adds there for it.
     if owner_references_enforcement:
         api.add_validating_webhook(owner_references.NAME, owner_references.enforcement(api))
-        assert api.rbac is not None
-        api.enforce_rbac(api.rbac.including(OWNER_REFERENCES_COMPONENT), AUTOWRAP.username)
+        api.enforce_rbac(Rbac.from_manifests(OWNER_REFERENCES_COMPONENT), AUTOWRAP.username)
     await api.start()
     api.add_namespace(NAMESPACE, labels=dict(namespace_labels or {}))
     api.add_namespace(names.SERVICE_NAMESPACE)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import logging
 import time
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from testbed.apiserver import UserInfo
 from testbed.cluster.patches import MERGE_PATCH as MERGE
 from testbed.cluster.resources import APPWRAPPERS, LEASES, PODS, VCJOBS
 from tests.adopt.harness import NAMESPACE, QUEUE, adopting, eventually, prepared, vcjob
+from tests.support.operator_edits import edit_cluster_role_verbs
 from webhook.controller import Controller
 from webhook.core import adoption
 from webhook.model import names
@@ -243,6 +245,38 @@ async def test_a_placement_that_cannot_apply_leaves_the_pod_gated_with_an_event(
         assert {"name": names.ADMISSION_GATE} in worker["spec"]["schedulingGates"]
         message = cluster.events("ReleaseFailed")[0]["message"]
         assert "'pool' is 'h100' on the pod, Kueue assigns 'a100'" in message
+
+
+async def test_an_operators_edit_of_the_cluster_role_holds_the_release_until_restored(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The apiserver authorizes by the ClusterRole stored now: with patch on pods taken out of
+    it (``kubectl edit clusterrole autowrap``), the release is refused with kube-apiserver's 403
+    and every pod stays gated; with patch put back, the release goes through."""
+    caplog.set_level(logging.WARNING, logger="autowrap")
+    refusal = (
+        'is forbidden: User "system:serviceaccount:autowrap-system:autowrap" cannot patch '
+        'resource "pods" in API group "" in the namespace "ml"'
+    )
+    async with adopting(tmp_path) as cluster:
+        operator = cluster.api.write_kubeconfig(tmp_path / "operator")
+        cluster.store_job(vcjob(workers=1))
+        await cluster.start_controller()
+        job = await eventually(lambda: _adopted(cluster.job()) and cluster.job())
+        cluster.volcano_pods(job)
+        await edit_cluster_role_verbs(operator, "autowrap", "", "pods",
+                                      lambda verbs: verbs.remove("patch"))  # fmt: skip
+
+        cluster.admit()
+
+        await eventually(lambda: any(refusal in r.getMessage() for r in caplog.records),
+                         what="the release refused")  # fmt: skip
+        assert all({"name": names.ADMISSION_GATE} in p["spec"]["schedulingGates"]
+                   for p in cluster.pods())  # fmt: skip
+        await edit_cluster_role_verbs(operator, "autowrap", "", "pods",
+                                      lambda verbs: verbs.append("patch"))  # fmt: skip
+        await eventually(lambda: all(not p["spec"].get("schedulingGates") for p in cluster.pods()),
+                         what="pods released")  # fmt: skip
 
 
 async def test_a_users_delete_while_queued_takes_the_appwrapper_along(tmp_path: Path) -> None:

@@ -45,6 +45,7 @@ from testbed.cluster.resources import (
 from testbed.pki import ServingPki
 from tests.adopt.cluster import AUTOWRAP, FLAVORS, NAMESPACE, Cluster, running_cluster
 from tests.deploy.test_manifests import render
+from tests.support.operator_edits import edit_cluster_role_verbs
 from webhook import __version__, app
 from webhook.cli import doctor
 from webhook.cli import main as cli
@@ -363,6 +364,22 @@ async def test_autowrap_rbac_missing_and_excess(installed_cluster: Installed) ->
     assert "patch mutatingwebhookconfigurations.admissionregistration.k8s.io" in missing
     running = _by_check(report, "deployment")[0]
     assert "self-managed certificates" in running["found"]
+
+
+async def test_an_operators_edit_of_the_cluster_role_is_what_doctor_reports(
+    installed_cluster: Installed,
+) -> None:
+    """The cluster answers by the ClusterRole it stores: ``kubectl edit clusterrole autowrap``
+    taking patch on pods away fails the rbac check (its SubjectAccessReviews), and re-applying
+    the release, the fix it prints, repairs it."""
+    cluster, kubeconfig = installed_cluster
+    await edit_cluster_role_verbs(kubeconfig, "autowrap", "", "pods",
+                                  lambda verbs: verbs.remove("patch"))  # fmt: skip
+    report = await _broken_then_fixed(
+        kubeconfig, "rbac", doctor.FAIL, ["apply the release file"],
+        lambda: installation.grant_rbac(cluster.api, render("base"), AUTOWRAP.username),
+    )  # fmt: skip
+    assert "may not patch pods" in _by_check(report, "rbac")[0]["found"]
 
 
 def _overlay_with(tmp_path: Path, usernames: str) -> list[dict[str, Any]]:

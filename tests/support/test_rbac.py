@@ -15,9 +15,10 @@ from kubernetes.aio.config.kube_config import new_client_from_config
 
 from testbed.apiserver import UserInfo
 from testbed.cluster import resources as r
-from testbed.cluster.cluster import for_autowrap
+from testbed.cluster.cluster import ADMIN_TOKEN, for_autowrap
 from testbed.cluster.common import DEFAULT_TOKEN, service_account_user
-from testbed.cluster.rbac import Attributes, Rbac, forbidden, request_attributes
+from testbed.cluster.rbac import RBAC_GROUP, Attributes, Rbac, forbidden, request_attributes
+from tests.support.operator_edits import edit_cluster_role_verbs
 from webhook.model import names
 
 AUTOWRAP = service_account_user()
@@ -176,3 +177,79 @@ async def test_an_explicit_rule_decides_before_rbac_and_reviews_use_the_same_rba
         assert answered["status"]["reason"].startswith(
             'RBAC: allowed by ClusterRoleBinding "autowrap"'
         )
+
+
+async def test_each_write_of_a_role_or_binding_decides_the_next_request_and_review(
+    tmp_path: Path,
+) -> None:
+    """The authorizer reads the roles and bindings stored in the API, as kube-apiserver's reads
+    its informers' listers: an operator's edit, a new binding or a deleted one decides autowrap's
+    next request, and the SubjectAccessReviews about it, with nothing else done."""
+    async with for_autowrap() as fake:
+        fake.add_namespace("ml")
+        for name in ("p", "q"):
+            fake.store.create(r.PODS, {"apiVersion": "v1", "kind": "Pod",
+                                       "metadata": {"name": name, "namespace": "ml"},
+                                       "spec": {"containers": [{"name": "c", "image": "i"}]}})  # fmt: skip
+        mine = fake.write_kubeconfig(tmp_path / "autowrap")
+        operators = fake.write_kubeconfig(tmp_path / "admin", token=ADMIN_TOKEN)
+        async with (
+            await new_client_from_config(config_file=str(mine), persist_config=False) as api,
+            await new_client_from_config(config_file=str(operators), persist_config=False) as op,
+        ):
+            core, leases = client.CoreV1Api(api), client.CoordinationV1Api(api)
+            rbac = client.RbacAuthorizationV1Api(op)
+
+            async def refused(call: Any) -> int | None:
+                """The status of a refused call, None when it got through."""
+                try:
+                    await call
+                except ApiException as exc:
+                    return int(exc.status)
+                return None
+
+            async def reviewed(verb: str, resource: str, namespace: str, name: str = "") -> bool:
+                review = client.V1SubjectAccessReview(spec=client.V1SubjectAccessReviewSpec(
+                    user=AUTOWRAP.username, groups=list(AUTOWRAP.groups),
+                    resource_attributes=client.V1ResourceAttributes(
+                        verb=verb, resource=resource, namespace=namespace, name=name,
+                        group="coordination.k8s.io" if resource == "leases" else "")))  # fmt: skip
+                answered = await client.AuthorizationV1Api(op).create_subject_access_review(review)
+                return bool(answered.status.allowed)
+
+            label = {"metadata": {"labels": {"a": "b"}}}
+            await edit_cluster_role_verbs(operators, "autowrap", "", "pods",
+                                          lambda verbs: verbs.remove("patch"))  # fmt: skip
+            assert await refused(core.patch_namespaced_pod("p", "ml", label)) == 403
+            assert not await reviewed("patch", "pods", "ml", "p")
+            await edit_cluster_role_verbs(operators, "autowrap", "", "pods",
+                                          lambda verbs: verbs.append("patch"))  # fmt: skip
+            assert await refused(core.patch_namespaced_pod("p", "ml", label)) is None
+            assert await reviewed("patch", "pods", "ml", "p")
+
+            # A new ClusterRole and its ClusterRoleBinding grant delete; deleting the binding
+            # takes it away again.
+            assert await refused(core.delete_namespaced_pod("p", "ml")) == 403
+            await rbac.create_cluster_role(client.V1ClusterRole(
+                metadata=client.V1ObjectMeta(name="pod-deleter"),
+                rules=[client.V1PolicyRule(api_groups=[""], resources=["pods"],
+                                           verbs=["delete"])]))  # fmt: skip
+            assert await refused(core.delete_namespaced_pod("p", "ml")) == 403
+            await rbac.create_cluster_role_binding(client.V1ClusterRoleBinding(
+                metadata=client.V1ObjectMeta(name="autowrap-deletes-pods"),
+                role_ref=client.V1RoleRef(api_group=RBAC_GROUP, kind="ClusterRole",
+                                          name="pod-deleter"),
+                subjects=[client.RbacV1Subject(kind="ServiceAccount", name="autowrap",
+                                               namespace=names.SERVICE_NAMESPACE)]))  # fmt: skip
+            assert await reviewed("delete", "pods", "ml", "p")
+            assert await refused(core.delete_namespaced_pod("p", "ml")) is None
+            await rbac.delete_cluster_role_binding("autowrap-deletes-pods")
+            assert await refused(core.delete_namespaced_pod("q", "ml")) == 403
+
+            # The Role's binding deleted: the Lease in autowrap-system is refused (a 404 before,
+            # as the read was allowed and the Lease does not exist).
+            ns = names.SERVICE_NAMESPACE
+            assert await refused(leases.read_namespaced_lease(LEASE, ns)) == 404
+            await rbac.delete_namespaced_role_binding("autowrap-controller-lease", ns)
+            assert await refused(leases.read_namespaced_lease(LEASE, ns)) == 403
+            assert not await reviewed("get", "leases", ns, LEASE)
