@@ -394,7 +394,8 @@ class Store:
         Read as etcd3's GetList reads a page (storage/etcd3/store.go): from the key after
         ``after`` (the continue key) forward, filtering as it goes, until the page is full and
         one more match is seen, so a page costs what it returns and what it skips, not the
-        whole collection. Its ``remainingItemCount`` is the count of keys left in the range,
+        whole collection (etcd stops at a full page and hands a continue token whenever keys
+        remain, matching or not: its last page may come back empty, never this one's). Its ``remainingItemCount`` is the count of keys left in the range,
         and only without a selector ("Instead of returning inaccurate count for non-empty
         selectors, we return nil", ibid.)."""
         match_labels, match_fields = label_matcher(labels), field_matcher(res, fields)
