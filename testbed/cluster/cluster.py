@@ -1131,9 +1131,10 @@ class FakeCluster:
             version, after = _decode_continue(query["continue"])
             if not self.store.retains(int(version)):
                 raise ApiError(410, CONTINUE_EXPIRED, "Expired")
+        # The stored objects themselves: encoded below, before any other request runs.
         items, more, remaining = self.store.list_page(
             target.res, target.namespace, labels=query.get("labelSelector"),
-            fields=query.get("fieldSelector"), after=after, limit=limit,
+            fields=query.get("fieldSelector"), after=after, limit=limit, copies=False,
         )  # fmt: skip
         metadata: JsonDict = {"resourceVersion": version}
         if more:
