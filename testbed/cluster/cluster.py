@@ -1151,8 +1151,9 @@ class FakeCluster:
         """A LIST, paginated when ``limit`` is given, as the etcd3 store's GetList pages it
         (k8s.io/apiserver storage/etcd3/store.go GetList; the token as storage/continue.go
         encodes it: the list's resourceVersion and the key to start after). Items come in key
-        order (namespace/name); ``metadata.continue`` and ``remainingItemCount`` are set while
-        more remain. A continue token whose resourceVersion was compacted away is 410 Expired
+        order (namespace/name), each page read from its continue key on (``Store.list_page``);
+        ``metadata.continue`` is set while more match, and ``remainingItemCount`` with it when
+        no selector was given. A continue token whose resourceVersion was compacted away is 410 Expired
         (etcd3/errors.go ``continueExpired``). Unlike etcd, later pages are read from the
         current objects, not a snapshot at the token's version: a watch from the list's
         resourceVersion delivers every change in between either way."""
@@ -1167,14 +1168,16 @@ class FakeCluster:
             version, after = _decode_continue(query["continue"])
             if not self.store.retains(int(version)):
                 raise ApiError(410, CONTINUE_EXPIRED, "Expired")
-        items, remaining = self.store.list_page(
+        # The stored objects themselves: encoded below, before any other request runs.
+        items, more, remaining = self.store.list_page(
             target.res, target.namespace, labels=query.get("labelSelector"),
-            fields=query.get("fieldSelector"), after=after, limit=limit,
+            fields=query.get("fieldSelector"), after=after, limit=limit, copies=False,
         )  # fmt: skip
         metadata: JsonDict = {"resourceVersion": version}
-        if remaining:
+        if more:
             metadata["continue"] = _encode_continue(version, _list_key(items[-1]))
-            metadata["remainingItemCount"] = remaining
+            if remaining is not None:
+                metadata["remainingItemCount"] = remaining
         if shape == PARTIAL_LIST:
             return _json({"kind": PARTIAL_LIST, "apiVersion": META_V1, "metadata": metadata,
                           "items": [as_partial(item) for item in items]})  # fmt: skip

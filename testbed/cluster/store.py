@@ -13,6 +13,7 @@ deletions bypass admission webhooks, and the watch history is one global window.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import collections
 import copy
 import datetime
@@ -264,6 +265,30 @@ class _Watcher:
 # -- the store ---------------------------------------------------------------------------------
 
 
+Key = tuple[str, str]  # (namespace, name): "" for the namespace of a cluster-scoped object
+
+
+class Table(dict[Key, JsonDict]):
+    """One resource's objects by key, with the keys also kept in order (``order``), as etcd
+    keeps them: a page of a LIST is read from the key after the last page's (a range read
+    from the continue key, storage/etcd3/store.go GetList) instead of sorting and filtering
+    the whole collection for every page. Objects are written with ``[]`` and removed with
+    ``del`` (``pop``, ``update`` and ``setdefault`` would leave ``order`` behind)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.order: list[Key] = []
+
+    def __setitem__(self, key: Key, obj: JsonDict) -> None:
+        if key not in self:
+            bisect.insort(self.order, key)
+        super().__setitem__(key, obj)
+
+    def __delitem__(self, key: Key) -> None:
+        super().__delitem__(key)
+        del self.order[bisect.bisect_left(self.order, key)]
+
+
 class Store:
     """Objects by resource, with kube-apiserver's write semantics and a watch history.
 
@@ -291,9 +316,7 @@ class Store:
         self.require_namespaces = require_namespaces
         self.graceful_pod_deletion = graceful_pod_deletion
         self.validate_schemas = prerequisites.schema_validation(validate_schemas)
-        self._objects: dict[Resource, dict[tuple[str, str], JsonDict]] = {
-            r: {} for r in self.resources
-        }
+        self._objects: dict[Resource, Table] = {r: Table() for r in self.resources}
         self._rv = 0
         self._history: collections.deque[_Event] = collections.deque(maxlen=history_limit)
         self._oldest_rv = 1  # rv of the oldest event ever retained
@@ -310,7 +333,7 @@ class Store:
         for res in resources:
             if res not in self._objects:
                 self.resources += (res,)
-                self._objects[res] = {}
+                self._objects[res] = Table()
 
     def load_schemas(self) -> None:
         """Compile the CRD schemas this store checks, ahead of the first write (the fake
@@ -330,7 +353,7 @@ class Store:
     def served(self, res: Resource) -> bool:
         return res in self._objects
 
-    def _table(self, res: Resource) -> dict[tuple[str, str], JsonDict]:
+    def _table(self, res: Resource) -> Table:
         table = self._objects.get(res)
         if table is None:
             raise ApiError(404, "the server could not find the requested resource", "NotFound")
@@ -352,15 +375,7 @@ class Store:
         labels: str | Mapping[str, str] | None = None,
         fields: str | None = None,
     ) -> list[JsonDict]:
-        match_labels, match_fields = label_matcher(labels), field_matcher(res, fields)
-        out = [
-            copy.deepcopy(obj)
-            for (ns, _), obj in sorted(self._table(res).items())
-            if (not namespace or not res.namespaced or ns == namespace)
-            and match_labels(obj)
-            and match_fields(obj)
-        ]
-        return out
+        return self.list_page(res, namespace, labels=labels, fields=fields)[0]
 
     def list_page(
         self,
@@ -369,26 +384,41 @@ class Store:
         *,
         labels: str | Mapping[str, str] | None = None,
         fields: str | None = None,
-        after: tuple[str, str] | None = None,
+        after: Key | None = None,
         limit: int = 0,
-    ) -> tuple[list[JsonDict], int]:
+        copies: bool = True,
+    ) -> tuple[list[JsonDict], bool, int | None]:
         """One page of :meth:`list`, in key order: at most ``limit`` objects (0: all) whose
-        (namespace, name) comes after ``after``, and how many more match after the page."""
+        (namespace, name) comes after ``after``; whether more match after the page; and how
+        many objects follow it, given only when no selector is (None otherwise).
+
+        Read as etcd3's GetList reads a page (storage/etcd3/store.go): from the key after
+        ``after`` (the continue key) forward, filtering as it goes, until the page is full and
+        one more match is seen, so a page costs what it returns and what it skips, not the
+        whole collection (etcd stops at a full page and hands a continue token whenever keys
+        remain, matching or not: its last page may come back empty, never this one's). Its ``remainingItemCount`` is the count of keys left in the range,
+        and only without a selector ("Instead of returning inaccurate count for non-empty
+        selectors, we return nil", ibid.). ``copies=False`` hands over the stored objects
+        themselves, for a caller that encodes them before anything else runs (a LIST answer):
+        copying every object of every page was most of what a page cost."""
         match_labels, match_fields = label_matcher(labels), field_matcher(res, fields)
+        table = self._table(res)
+        order = table.order
+        start, end = 0, len(order)
+        if namespace and res.namespaced:
+            start = bisect.bisect_left(order, namespace, key=lambda k: k[0])
+            end = bisect.bisect_right(order, namespace, key=lambda k: k[0])
+        if after is not None:
+            start = max(start, bisect.bisect_right(order, after))
         page: list[JsonDict] = []
-        remaining = 0
-        for key, obj in sorted(self._table(res).items()):
-            if after is not None and key <= after:
-                continue
-            if namespace and res.namespaced and key[0] != namespace:
-                continue
+        for index in range(start, end):
+            obj = table[order[index]]
             if not (match_labels(obj) and match_fields(obj)):
                 continue
             if limit and len(page) >= limit:
-                remaining += 1
-            else:
-                page.append(copy.deepcopy(obj))
-        return page, remaining
+                return page, True, None if labels or fields else end - index
+            page.append(copy.deepcopy(obj) if copies else obj)
+        return page, False, None
 
     def on_write(self, callback: WriteCallback) -> None:
         """``callback(type, resource, object, old)`` after every committed write (and GC)."""
@@ -986,7 +1016,9 @@ class Store:
         obj["metadata"]["resourceVersion"] = str(self._rv)
         key = self._key(res, obj["metadata"].get("namespace"), obj["metadata"]["name"])
         if event_type == "DELETED":
-            self._table(res).pop(key, None)
+            table = self._table(res)
+            if key in table:
+                del table[key]
         else:
             self._table(res)[key] = copy.deepcopy(obj)
         event = _Event(self._rv, res, event_type, copy.deepcopy(obj),
