@@ -201,8 +201,12 @@ async def lead(
 
 
 async def _attempt(elector: Elector, timeout: float) -> bool:
+    # ``asyncio.timeout``, not ``wait_for``: on Python 3.11, ``wait_for`` returns the attempt's
+    # answer and drops a cancellation that lands in the same turn of the loop (CPython
+    # gh-86296), and the replica told to stop then competes for the Lease forever.
     try:
-        return await asyncio.wait_for(elector.try_acquire_or_renew(timeout), timeout)
+        async with asyncio.timeout(timeout):
+            return await elector.try_acquire_or_renew(timeout)
     except (ApiFailure, OSError, TimeoutError) as exc:
         log.info(
             "lease attempt failed", extra={"fields": {"error": str(exc) or type(exc).__name__}}

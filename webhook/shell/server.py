@@ -684,7 +684,10 @@ class Running:
         # Whether every request in flight finished, or the drain timeout cut them off.
         drained = True
         try:
-            await asyncio.wait_for(state.idle.wait(), self.options.drain_timeout)
+            # asyncio.timeout, not wait_for, which drops a cancellation on Python 3.11
+            # (gh-86296): a drain cut short by shutdown must end.
+            async with asyncio.timeout(self.options.drain_timeout):
+                await state.idle.wait()
         except TimeoutError:
             drained = False
         await self.runner.cleanup()
