@@ -190,16 +190,7 @@ def _resource_for(cluster: FakeCluster, obj: Mapping[str, Any]) -> Resource:
 def put(cluster: FakeCluster, obj: Mapping[str, Any]) -> Obj:
     """Store ``obj`` as ``kubectl apply`` would leave it (created, or replaced)."""
     res = _resource_for(cluster, obj)
-    meta = obj.get("metadata") or {}
-    namespace = meta.get("namespace") if res.namespaced else None
-    current = cluster.store.get(res, namespace, meta["name"])
-    body = copy.deepcopy(dict(obj))
-    if current is None:
-        stored = cluster.store.create(res, body)
-    else:
-        body["metadata"] = {**current["metadata"], **body.get("metadata", {}),
-                            "resourceVersion": current["metadata"]["resourceVersion"]}  # fmt: skip
-        stored = cluster.store.update(res, body)
+    stored = cluster.store.apply(res, obj)
     if res.status_subresource and "status" in obj:  # what the object's controller writes
         stored = cluster.store.update(res, {**stored, "status": copy.deepcopy(obj["status"])},
                                       subresource="status")  # fmt: skip

@@ -469,15 +469,7 @@ class FakeCluster:
             served = self.store.served(NAMESPACES)
             if namespace and served and self.store.get(NAMESPACES, None, namespace) is None:
                 self.add_namespace(namespace)
-            current = self.store.get(res, namespace, str(meta.get("name")))
-            body = copy.deepcopy(obj)
-            if current is None:
-                self.store.create(res, body)
-            elif any(current.get(k) != body.get(k)
-                     for k in ("rules", "aggregationRule", "roleRef", "subjects")):  # fmt: skip
-                body["metadata"] = {**current["metadata"], **body.get("metadata", {}),
-                                    "resourceVersion": current["metadata"]["resourceVersion"]}  # fmt: skip
-                self.store.update(res, body)
+            self.store.apply(res, obj)
         self.under_rbac.update(usernames)
 
     @property

@@ -579,6 +579,20 @@ class Store:
 
     # -- update ----------------------------------------------------------------------------
 
+    def apply(self, res: Resource, obj: Mapping[str, Any]) -> JsonDict:
+        """``obj`` stored as ``kubectl apply`` leaves it: created, or replacing what is stored
+        under its name (the stored metadata kept where ``obj`` says nothing of it, at the stored
+        resourceVersion)."""
+        meta = obj.get("metadata") or {}
+        namespace = meta.get("namespace") if res.namespaced else None
+        current = self.get(res, namespace, meta["name"])
+        body = copy.deepcopy(dict(obj))
+        if current is None:
+            return self.create(res, body)
+        body["metadata"] = {**current["metadata"], **body.get("metadata", {}),
+                            "resourceVersion": current["metadata"]["resourceVersion"]}  # fmt: skip
+        return self.update(res, body)
+
     def update(
         self,
         res: Resource,
