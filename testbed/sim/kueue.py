@@ -381,7 +381,8 @@ class Kueue(Simulator):
             await self.event(wl, reason, message, component="kueue-admission")
 
     async def _start(self, aw: JsonDict, wl: JsonDict) -> None:
-        """RunWithPodSetsInfo: every podSetInfo and ``suspend: false`` in one update (Q5)."""
+        """RunWithPodSetsInfo: every podSetInfo and ``suspend: false`` in one update (Q5),
+        stored as no ``suspend`` at all (``omitempty``)."""
         flavors = {
             a["name"]: next(iter((a.get("flavors") or {}).values()), "")
             for a in (wl.get("status") or {}).get("admission", {}).get("podSetAssignments") or []
@@ -397,7 +398,9 @@ class Kueue(Simulator):
                     info["tolerations"] = copy.deepcopy(list(flavor["tolerations"]))
                 infos.append(info)
             component["podSetInfos"] = infos
-        aw["spec"]["suspend"] = False
+        # Kueue writes the typed AppWrapper, whose `Suspend bool json:"suspend,omitempty"`
+        # leaves false out: an admitted AppWrapper stores no spec.suspend at all.
+        aw["spec"].pop("suspend", None)
         aw = await self.update(APPWRAPPERS, aw)
         # jobframework/reconciler.go startJob: "Started" on the job.
         queue = ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue", "")

@@ -163,7 +163,7 @@ def report(fetched: Fetched) -> dict[str, Any]:
         out["appWrapper"] = {
             "name": objects.name_of(aw),
             "phase": adoption.phase_of(aw) or None,
-            "suspended": _map(aw.get("spec")).get("suspend") is True,
+            "suspended": objects.is_suspended(aw),
             "queue": objects.labels_of(aw).get(names.QUEUE_LABEL),
             "retries": int(aw_status.get("retries") or 0),
             "conditions": _conditions(aw),

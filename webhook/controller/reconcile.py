@@ -353,7 +353,7 @@ class Reconciler:
         can only be removed, never added back (validation_admissiongatedby.go:36-88)."""
         if names.ADMISSION_GATED_BY_ANNOTATION not in objects.annotations_of(appwrapper):
             return appwrapper
-        if as_map(appwrapper.get("spec")).get("suspend") is False:
+        if not objects.is_suspended(appwrapper):
             # Admitted although it still carries the hold: this Kueue ignores it.
             self.counters.fail("kueue-hold")
             opevents.emit("KueueIgnoresHold", KUEUE_HOLD_IGNORED.format(
@@ -398,7 +398,7 @@ class Reconciler:
     async def _escaped(self, appwrapper: Obj, key: Key) -> int:
         """Pods running without Kueue's admission, counted on the pods read live, and read
         only when the cache (pod metadata) says a pod's spec changed since it was created."""
-        if as_map(appwrapper.get("spec")).get("suspend") is not True:
+        if not objects.is_suspended(appwrapper):
             return 0
         if not any(
             adoption.belongs(p, appwrapper) and podmeta.spec_changed(p) for p in self._pods_of(key)

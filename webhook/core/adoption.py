@@ -367,7 +367,7 @@ def may_readopt(appwrapper: Mapping[str, Any], wanted: Mapping[str, Any]) -> boo
     return (
         phase_of(appwrapper) == "Suspended"
         and not is_terminating(appwrapper)
-        and as_map(appwrapper.get("spec")).get("suspend") is True
+        and objects.is_suspended(appwrapper)
         and provenance.same_work(appwrapper, wanted)
         and objects.labels_of(appwrapper).get(queue) == objects.labels_of(wanted).get(queue)
     )
@@ -753,8 +753,9 @@ def release_plan(
 
 def is_admitted(appwrapper: Mapping[str, Any]) -> bool:
     """Kueue admitted it: ``suspend: false`` with ``podSetInfos`` written in the same update
-    (RunWithPodSetsInfo, appwrapper_controller.go:165-180 in Kueue)."""
-    return as_map(appwrapper.get("spec")).get("suspend") is False and not is_terminating(appwrapper)
+    (RunWithPodSetsInfo, appwrapper_controller.go:165-180 in Kueue), stored as no ``suspend``
+    at all (``omitempty``: ``objects.is_suspended``)."""
+    return not objects.is_suspended(appwrapper) and not is_terminating(appwrapper)
 
 
 # --- the controller: deleting ------------------------------------------------------------------------
@@ -775,7 +776,7 @@ def deletion(appwrapper: Mapping[str, Any] | None, obj: Mapping[str, Any]) -> De
     if appwrapper is None or is_terminating(appwrapper) or not owns(appwrapper, obj):
         return Deletion.BY_APPWRAPPER
     phase = phase_of(appwrapper)
-    suspended = as_map(appwrapper.get("spec")).get("suspend") is True
+    suspended = objects.is_suspended(appwrapper)
     if phase in ("Resuming", "Running") and suspended:
         return Deletion.BY_APPWRAPPER
     if phase in QUEUED_PHASES and was_admitted(appwrapper):
@@ -828,7 +829,7 @@ def collect(appwrapper: Mapping[str, Any]) -> Collect:
     if is_terminating(appwrapper):
         return Collect.KEEP
     phase = phase_of(appwrapper)
-    suspended = as_map(appwrapper.get("spec")).get("suspend") is True
+    suspended = objects.is_suspended(appwrapper)
     if phase in QUEUED_PHASES and suspended and not was_admitted(appwrapper):
         return Collect.LATER
     if phase == "Running" and not suspended:
@@ -884,7 +885,7 @@ def may_take_over(appwrapper: Mapping[str, Any], wanted: Mapping[str, Any]) -> b
     return (
         phase_of(appwrapper) in ("Resuming", "Running")
         and not is_terminating(appwrapper)
-        and as_map(appwrapper.get("spec")).get("suspend") is False
+        and not objects.is_suspended(appwrapper)
         and provenance.same_work(appwrapper, wanted)
         and objects.labels_of(appwrapper).get(queue) == objects.labels_of(wanted).get(queue)
     )
@@ -927,7 +928,7 @@ def bounded(text: str) -> str:
 def escaped(appwrapper: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> int:
     """Pods of the object that run, or may, although the AppWrapper is queued: someone other
     than autowrap removed their gate."""
-    if as_map(appwrapper.get("spec")).get("suspend") is not True:
+    if not objects.is_suspended(appwrapper):
         return 0
     return sum(
         1
@@ -956,7 +957,7 @@ def status(appwrapper: Mapping[str, Any] | None, *, pending: bool, escaped_pods:
     name = objects.name_of(appwrapper)
     queue = objects.labels_of(appwrapper).get(names.QUEUE_LABEL, "")
     phase = phase_of(appwrapper) or "Suspended"
-    suspended = as_map(appwrapper.get("spec")).get("suspend") is True
+    suspended = objects.is_suspended(appwrapper)
     if phase in QUEUED_PHASES and suspended:
         return Status(
             f"Queued in LocalQueue {queue!r} (AppWrapper {name}); pods wait, gated, until Kueue admits it",

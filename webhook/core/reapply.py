@@ -66,7 +66,7 @@ def kept_kueue_state(new: Mapping[str, Any], old: Mapping[str, Any]) -> Obj | No
     if not objects.is_appwrapper(new) or not objects.is_appwrapper(old):
         return None
     new_spec, old_spec = as_map(new.get("spec")), as_map(old.get("spec"))
-    if new_spec.get("suspend") != old_spec.get("suspend"):
+    if objects.is_suspended(new) != objects.is_suspended(old):
         return None
     new_components = as_list(new_spec.get("components"))
     old_components = as_list(old_spec.get("components"))
@@ -96,7 +96,7 @@ def stops_the_same_work(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
     if not objects.is_appwrapper(new) or not objects.is_appwrapper(old):
         return False
     new_spec, old_spec = as_map(new.get("spec")), as_map(old.get("spec"))
-    if new_spec.get("suspend") is not True or old_spec.get("suspend") is True:
+    if not objects.is_suspended(new) or objects.is_suspended(old):
         return False
     new_components = as_list(new_spec.get("components"))
     old_components = as_list(old_spec.get("components"))
@@ -115,7 +115,10 @@ def undone_stop(new: Mapping[str, Any], old: Mapping[str, Any]) -> Obj:
     not Kueue's, and Kueue would start it again anyway, from scratch."""
     result = objects.deep_copy(dict(new))
     old_spec = as_map(old.get("spec"))
-    result["spec"]["suspend"] = old_spec.get("suspend", False)
+    if "suspend" in old_spec:
+        result["spec"]["suspend"] = old_spec["suspend"]
+    else:
+        result["spec"].pop("suspend", None)
     result["spec"]["components"] = copy.deepcopy(list(as_list(old_spec.get("components"))))
     return result
 

@@ -138,6 +138,13 @@ def is_appwrapper(obj: Mapping[str, Any]) -> bool:
     return obj.get("apiVersion") == names.APPWRAPPER_API_VERSION and obj.get("kind") == "AppWrapper"
 
 
+def is_suspended(obj: Mapping[str, Any]) -> bool:
+    """``spec.suspend`` as its Go owner reads it. The AppWrapper declares
+    ``Suspend bool json:"suspend,omitempty"``, so when Kueue admits one (sets it false) the
+    field vanishes from the stored object: absent is false, never "not yet decided"."""
+    return as_map(obj.get("spec")).get("suspend") is True
+
+
 def int_or_none(value: object) -> int | None:
     """Kubernetes int fields; a bool is not an int here even though Python says so."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
