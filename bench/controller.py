@@ -241,7 +241,7 @@ def _admit(store: Store, appwrapper: Obj) -> None:
     status = workload.pop("status")
     stored = store.create(WORKLOADS, workload)
     store.update(WORKLOADS, {**stored, "status": status}, subresource="status")
-    body = {"spec": {"suspend": False, "components": components}}
+    body = {"spec": {"suspend": None, "components": components}}
     store.patch(APPWRAPPERS, NAMESPACE, name, body, MERGE)
 
 

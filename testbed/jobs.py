@@ -279,3 +279,38 @@ def training_job(
     if not scheduler:
         del obj["spec"]["schedulerName"]
     return obj
+
+
+# How users write a container's resources, each spelling kube-apiserver stores differently on
+# the pod than on the Job's template (requests defaulted from limits, canonical quantities):
+# the adopt-mode release must recognise every one of them as the admitted template.
+RESOURCE_SPELLINGS: dict[str, dict[str, Any]] = {
+    "limits-only": {"limits": {"nvidia.com/gpu": 1}},
+    "requests-equal-limits": {
+        "requests": {"nvidia.com/gpu": "1", "cpu": "1"},
+        "limits": {"nvidia.com/gpu": "1", "cpu": "1"},
+    },
+    "integers": {"requests": {"cpu": 2}, "limits": {"nvidia.com/gpu": 1, "cpu": 2}},
+    "fractions": {
+        "requests": {"cpu": "0.5", "memory": "1024Mi"},
+        "limits": {"cpu": "0.5", "memory": "1024Mi", "nvidia.com/gpu": 1},
+    },
+    "millis": {"requests": {"cpu": "1000m"}, "limits": {"nvidia.com/gpu": "1", "cpu": "1500m"}},
+    "binary": {"requests": {"memory": "1Gi"}, "limits": {"memory": "1536Mi", "nvidia.com/gpu": 1}},
+}
+
+
+def with_resources(job: dict[str, Any], resources: Mapping[str, Any]) -> dict[str, Any]:
+    """``job`` with every task's first container asking for ``resources``."""
+    for task in job["spec"]["tasks"]:
+        task["template"]["spec"]["containers"][0]["resources"] = copy.deepcopy(dict(resources))
+    return job
+
+
+def with_init_container(job: dict[str, Any], resources: Mapping[str, Any]) -> dict[str, Any]:
+    """``job`` with an init container (asking for ``resources``) in every task."""
+    for task in job["spec"]["tasks"]:
+        spec = task["template"]["spec"]
+        spec["initContainers"] = [{"name": "fetch", "image": "busybox:1.36",
+                                   "command": ["true"], "resources": copy.deepcopy(dict(resources))}]  # fmt: skip
+    return job

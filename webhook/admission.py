@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import orjson
 
-from webhook.core import adoption, audit, builder, engine, provenance, reapply
+from webhook.core import adoption, audit, builder, engine, provenance, reapply, release
 from webhook.core.plumbing import pods
 from webhook.core.policy import Match, Mode, PolicySet
 from webhook.core.ports import AlreadyExists, ApiFailure, Cluster, Identity
@@ -256,7 +256,7 @@ async def _kept_appwrapper(
         return None
     uid = str(objects.as_map(old.get("metadata")).get("uid") or "")
     workloads = await cluster.kueue_workloads(namespace, uid, timeout=budget.left())
-    if adoption.admission(old, workloads) is None:
+    if release.admission(old, workloads) is None:
         return None  # Kueue took its admission back: the stop is Kueue's (preemption)
     warning = reapply.stop_warning(namespace, objects.name_of(old))
     return reapply.undone_stop(obj, old), "kept-running", (warning,)

@@ -35,7 +35,7 @@ from testbed.apiserver import (
     status_json,
 )
 from testbed.cluster import fields as managed
-from testbed.cluster import patches, podupdate
+from testbed.cluster import patches, poddefaults, podupdate
 from testbed.cluster.common import parse_label_selector
 from testbed.cluster.resources import ALL, NAMESPACES, PODS, Resource, find
 
@@ -466,6 +466,8 @@ class Store:
             new.pop("status", None)
             if res == PODS:
                 new["status"] = {"phase": "Pending"}
+        if res == PODS:  # decoding defaults and canonicalises its resources
+            poddefaults.default_pod(new)
         if res == NAMESPACES:  # namespace strategy PrepareForCreate
             meta.setdefault("labels", {})[METADATA_NAME_LABEL] = meta.get("name", "")
             new["spec"] = {"finalizers": [NAMESPACE_FINALIZER]}
@@ -498,6 +500,8 @@ class Store:
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = rfc3339_now()
         meta["generation"] = 1
+        if res == PODS:  # decoded again after the mutating webhooks
+            poddefaults.default_pod(new)
         self._check_schema(res, new)
         if res == PODS:
             self._check_pod(new, None)
@@ -651,6 +655,8 @@ class Store:
             if res == NAMESPACES:
                 new["spec"] = copy.deepcopy(old.get("spec"))
                 new_meta.setdefault("labels", {})[METADATA_NAME_LABEL] = name
+            if res == PODS:
+                poddefaults.default_pod(new)
         new["metadata"]["resourceVersion"] = _meta(old)["resourceVersion"]
         if _meta(old).get("deletionTimestamp"):
             added = set(_meta(new).get("finalizers") or []) - set(
@@ -676,6 +682,8 @@ class Store:
         self._check_preconditions(res, old, meta.get("uid"), meta.get("resourceVersion"))
         if subresource != "status" and _body(new) != _body(old):
             meta["generation"] = int(_meta(old).get("generation") or 0) + 1
+        if res == PODS and not subresource:
+            poddefaults.default_pod(new)
         self._check_schema(res, new)
         if res == PODS and not subresource:
             self._check_pod(new, old)

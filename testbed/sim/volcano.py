@@ -19,13 +19,13 @@ volcano.md §2-§3). What adopt mode relies on:
 * the ``svc`` plugin (hostname/subdomain, ``{job}-svc`` ConfigMap, headless Service, host env)
   and the ``env`` plugin (``VK_TASK_INDEX``/``VC_TASK_INDEX``);
 * the ``pytorch`` plugin's env and container port, with its flags in the ``--name=value`` form
-  (``pytorch.go:91-157``, ``:189-206``);
+  (``pytorch.go:91-157``, ``:189-206``), and its ``wait-for-master`` init container (v1.14.1
+  ``:208-231``; its script is not Volcano's);
 * admission: the frozen-spec UPDATE check (``admit_job.go:239-305``), registered on the cluster
   by :func:`install_webhooks`, and the CREATE defaults of ``mutate_job.go`` as :func:`defaulted`.
 
 Not modelled: lifecycle policies, retries and restarts, bus Commands, the other plugins
-(mpi, ssh, tensorflow …), the pytorch plugin's ``wait-for-master`` init container,
-NetworkPolicy, queue capacity and the queue checks of the CREATE webhook, out-of-sync pod
+(mpi, ssh, tensorflow …), NetworkPolicy, queue capacity and the queue checks of the CREATE webhook, out-of-sync pod
 deletion, job TTL, partitions.
 """
 
@@ -440,8 +440,10 @@ def _pytorch_on_pod_create(
 ) -> None:
     """OnPodCreate (:91-146): nothing without the --master task; else MASTER_ADDR, MASTER_PORT,
     WORLD_SIZE (master + worker replicas) and, on master and worker pods, RANK appended to every
-    container (not init containers), and the port ``pytorchjob-port`` where it is missing."""
-    flags = {"master": "master", "worker": "worker", "port": "23456"}
+    container (not init containers), the port ``pytorchjob-port`` where it is missing, and
+    with ``--wait-master-enabled`` an init container ``wait-for-master`` on worker pods."""
+    flags = {"master": "master", "worker": "worker", "port": "23456",
+             "wait-master-enabled": "false", "wait-master-image": "busybox:1.36.1"}  # fmt: skip
     for arg in args:
         name, _, value = str(arg).lstrip("-").partition("=")
         if name in flags:
@@ -462,6 +464,16 @@ def _pytorch_on_pod_create(
     ]
     if task == flags["worker"]:
         env.append({"name": "RANK", "value": str(index + 1)})
+        # addWaitForMasterInitContainer (Volcano v1.14.1 pytorch.go:208-231): worker pods only,
+        # unless an init container of that name exists; Go's flag takes "true", "1", "t" …
+        wanted = flags["wait-master-enabled"].lower() in ("1", "t", "true")
+        inits = pod_spec.setdefault("initContainers", [])
+        if wanted and not any(c.get("name") == "wait-for-master" for c in inits):
+            inits.append({"name": "wait-for-master", "image": flags["wait-master-image"],
+                          "command": ["sh", "-c", f"until nc -z {env[0]['value']} "
+                                      f"{flags['port']}; do sleep 2; done"]})  # fmt: skip
+        if not inits:
+            del pod_spec["initContainers"]
     elif task == flags["master"]:
         env.append({"name": "RANK", "value": "0"})
     for c in pod_spec.get("containers") or []:

@@ -116,7 +116,8 @@ class Adopting:
                                     subresource="status")  # fmt: skip
 
     def admit(self, name: str = "train", infos: list[Obj] | None = None) -> Obj:
-        """What Kueue's RunWithPodSetsInfo writes: podSetInfos and suspend false, one update."""
+        """What Kueue's RunWithPodSetsInfo writes: podSetInfos and suspend false, one update
+        (stored as no suspend at all: omitempty)."""
         aw = self.appwrapper(name)
         assert aw is not None
         count = len(aw["spec"]["components"][0].get("podSets") or [{}])
@@ -130,7 +131,7 @@ class Adopting:
         components = copy.deepcopy(aw["spec"]["components"])
         components[0]["podSetInfos"] = infos
         return self.api.store.patch(APPWRAPPERS, NAMESPACE, name,
-                                    {"spec": {"suspend": False, "components": components}}, MERGE)  # fmt: skip
+                                    {"spec": {"suspend": None, "components": components}}, MERGE)  # fmt: skip
 
     def admit_workload(self, name: str = "train") -> Obj:
         """What Kueue's scheduler writes first: the AppWrapper's Workload, admitted."""

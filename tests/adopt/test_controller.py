@@ -186,7 +186,7 @@ async def test_a_forged_admission_on_the_appwrapper_releases_nothing(tmp_path: P
         components = aw["spec"]["components"]
         components[0]["podSetInfos"] = [{"nodeSelector": {"pool": "mine"}}] * 2
         forged = cluster.api.store.patch(APPWRAPPERS, NAMESPACE, "train",
-                                         {"spec": {"suspend": False, "components": components}},
+                                         {"spec": {"suspend": None, "components": components}},
                                          MERGE)  # fmt: skip
         await eventually(lambda: _seen(cluster.controllers[0], forged),
                          what="the forged write seen and handled")  # fmt: skip

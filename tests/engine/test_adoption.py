@@ -9,7 +9,7 @@ import jsonpatch
 import pytest
 
 from tests.builders import context, pod, policy, spec_of, volcano_job
-from webhook.core import adoption, engine
+from webhook.core import adoption, engine, release
 from webhook.model import names, objects
 
 GATE = {"name": names.ADMISSION_GATE}
@@ -296,7 +296,7 @@ INFO = {
 
 
 def test_release_applies_kueues_placement_and_removes_only_autowraps_gate() -> None:
-    released = adoption.release(_gated_pod(), INFO)
+    released = release.ungate(_gated_pod(), INFO)
 
     pod_ = released.pod
     assert pod_ is not None and released.problem == ""
@@ -313,7 +313,7 @@ def test_release_applies_kueues_placement_and_removes_only_autowraps_gate() -> N
 
 def test_the_release_patch_is_guarded_by_resource_version_and_the_gates_position() -> None:
     pod_ = _gated_pod()
-    released = adoption.release(pod_, INFO)
+    released = release.ungate(pod_, INFO)
 
     assert released.patch[0] == {"op": "test", "path": "/metadata/resourceVersion", "value": "7"}
     moved = copy.deepcopy(pod_)
@@ -327,14 +327,14 @@ def test_the_release_patch_is_guarded_by_resource_version_and_the_gates_position
 
 
 def test_a_conflicting_node_selector_leaves_the_pod_gated_and_says_why() -> None:
-    released = adoption.release(_gated_pod(nodeSelector={"cloud.example/pool": "h100"}), INFO)
+    released = release.ungate(_gated_pod(nodeSelector={"cloud.example/pool": "h100"}), INFO)
 
     assert released.pod is None
     assert "'cloud.example/pool' is 'h100' on the pod, Kueue assigns 'a100'" in released.problem
 
 
 def test_a_topology_gate_cannot_be_added_and_redirect_is_advised() -> None:
-    released = adoption.release(
+    released = release.ungate(
         _gated_pod(), {"schedulingGates": [{"name": "kueue.x-k8s.io/topology"}]}
     )
 
@@ -346,10 +346,10 @@ def test_the_podset_annotation_picks_the_podset_info() -> None:
         "spec": {"components": [{"podSetInfos": [{"labels": {"i": "0"}}, {"labels": {"i": "1"}}]}]}
     }
 
-    assert adoption.podset_info(appwrapper, _gated_pod()) == {"labels": {"i": "1"}}
+    assert release.podset_info(appwrapper, _gated_pod()) == {"labels": {"i": "1"}}
     missing = copy.deepcopy(_gated_pod())
     missing["metadata"]["annotations"][adoption.PODSET_ANNOTATION] = "5"
-    assert adoption.podset_info(appwrapper, missing) is None
+    assert release.podset_info(appwrapper, missing) is None
 
 
 # --- the controller: deletes and status ------------------------------------------------------------
@@ -537,7 +537,7 @@ def test_an_adopted_objects_cached_view_keeps_only_what_keys_and_decides() -> No
 def test_the_release_marks_a_pod_without_labels_released() -> None:
     pod_ = _gated_pod()
     del pod_["metadata"]["labels"]
-    released = adoption.release(pod_, {})
+    released = release.ungate(pod_, {})
 
     assert released.pod is not None
     assert released.pod["metadata"]["labels"] == {names.RELEASED_LABEL: "true"}

@@ -17,7 +17,7 @@ import jsonpatch
 from tests.builders import context, policy, spec_of, volcano_job
 from tests.builders import pod as pod_manifest
 from tests.engine.test_adoption import GATE, INFO, _gated_pod, _job, _prepared, _reapplied, _stored
-from webhook.core import adoption, audit, engine
+from webhook.core import adoption, audit, engine, release
 from webhook.model import names
 
 Obj = dict[str, Any]
@@ -308,7 +308,7 @@ def test_the_release_adds_only_the_tolerations_the_pod_lacks_and_keeps_its_own()
     extra = {"key": "zone", "operator": "Exists", "effect": "NoExecute"}
     info = {**INFO, "tolerations": [INFO["tolerations"][0], extra]}
 
-    released = adoption.release(pod, info)
+    released = release.ungate(pod, info)
 
     assert released.pod is not None
     assert released.pod["spec"]["tolerations"] == [own, INFO["tolerations"][0], extra]
@@ -320,7 +320,7 @@ def test_kueues_labels_on_a_pod_without_labels_survive_the_released_mark() -> No
     pod = _gated_pod()
     del pod["metadata"]["labels"]
 
-    released = adoption.release(pod, INFO)
+    released = release.ungate(pod, INFO)
 
     assert released.pod is not None
     assert released.pod["metadata"]["labels"] == {"kueue.x-k8s.io/podset": "train-1",
@@ -333,7 +333,7 @@ def test_every_reason_a_pod_stays_gated_is_told() -> None:
     pod["metadata"]["labels"]["kueue.x-k8s.io/podset"] = "train-0"
     topology = {"name": "kueue.x-k8s.io/topology"}
 
-    released = adoption.release(pod, {**INFO, "schedulingGates": [topology]})
+    released = release.ungate(pod, {**INFO, "schedulingGates": [topology]})
 
     assert released.pod is None
     problems = released.problem.split("; ")
@@ -350,8 +350,8 @@ def test_a_pod_without_the_podset_annotation_is_placed_in_the_first_podset() -> 
     pod = _gated_pod()
     del pod["metadata"]["annotations"][adoption.PODSET_ANNOTATION]
 
-    assert adoption.podset_index(pod) == 0
-    assert adoption.podset_info(appwrapper, pod) == {"labels": {"i": "0"}}
+    assert release.podset_index(pod) == 0
+    assert release.podset_info(appwrapper, pod) == {"labels": {"i": "0"}}
 
 
 def test_a_podset_annotation_naming_no_podset_places_the_pod_nowhere() -> None:
@@ -361,6 +361,6 @@ def test_a_podset_annotation_naming_no_podset_places_the_pod_nowhere() -> None:
     for written in ("2", "-1", "one", ""):
         pod = _gated_pod()
         pod["metadata"]["annotations"][adoption.PODSET_ANNOTATION] = written
-        assert adoption.podset_info(appwrapper, pod) is None, written
-    assert adoption.podset_info({"spec": {"components": []}}, _gated_pod()) is None
-    assert adoption.podset_info({}, _gated_pod()) is None
+        assert release.podset_info(appwrapper, pod) is None, written
+    assert release.podset_info({"spec": {"components": []}}, _gated_pod()) is None
+    assert release.podset_info({}, _gated_pod()) is None

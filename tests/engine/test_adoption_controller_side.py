@@ -16,7 +16,7 @@ import pytest
 from tests.builders import pod, volcano_job
 from tests.engine.test_adoption import _prepared, _stored
 from tests.engine.test_release_guard import PLACEMENT, _admitted_appwrapper, _job, _volcano_pod
-from webhook.core import adoption
+from webhook.core import adoption, release
 from webhook.model import names
 
 Obj = dict[str, Any]
@@ -65,20 +65,20 @@ def test_the_admission_is_that_of_the_appwrappers_own_workload_wherever_it_is_li
     other = _workload(*ADMITTED, owner="another-aw-uid", declared=(9,))
     own = _workload(*ADMITTED, declared=(4,))
 
-    assert adoption.admission(AW, [other, own]) == adoption.Admission((4,))
-    assert adoption.admission(AW, [other]) is None
+    assert release.admission(AW, [other, own]) == release.Admission((4,))
+    assert release.admission(AW, [other]) is None
 
 
 def test_a_workload_whose_owner_names_no_uid_admits_no_appwrapper_without_one() -> None:
     """Workloads are matched by uid alone: an AppWrapper not stored yet (no uid) has none."""
     assert (
-        adoption.admission({"metadata": {"name": "train"}}, [_workload(*ADMITTED, owner=None)])
+        release.admission({"metadata": {"name": "train"}}, [_workload(*ADMITTED, owner=None)])
         is None
     )
 
 
 def test_a_finished_workload_is_no_admission() -> None:
-    assert adoption.admission(AW, [_workload(*ADMITTED, "Finished")]) is None
+    assert release.admission(AW, [_workload(*ADMITTED, "Finished")]) is None
 
 
 def test_an_evicted_workload_listed_first_does_not_hide_an_admitted_one() -> None:
@@ -86,7 +86,7 @@ def test_an_evicted_workload_listed_first_does_not_hide_an_admitted_one() -> Non
     evicted = _workload(*ADMITTED, "Evicted", declared=(8,))
     admitted = _workload(*ADMITTED, declared=(2,))
 
-    assert adoption.admission(AW, [evicted, admitted]) == adoption.Admission((2,))
+    assert release.admission(AW, [evicted, admitted]) == release.Admission((2,))
 
 
 def test_the_admitted_count_is_kueues_assignment_not_the_declared_count() -> None:
@@ -94,7 +94,7 @@ def test_the_admitted_count_is_kueues_assignment_not_the_declared_count() -> Non
     assignment; only those may run."""
     partial = _workload(*ADMITTED, declared=(4, 2), assigned=(3, 2))
 
-    assert adoption.admission(AW, [partial]) == adoption.Admission((3, 2))
+    assert release.admission(AW, [partial]) == release.Admission((3, 2))
 
 
 def test_a_podset_kueue_assigned_no_count_for_falls_back_to_its_declared_count() -> None:
@@ -104,15 +104,15 @@ def test_a_podset_kueue_assigned_no_count_for_falls_back_to_its_declared_count()
     no_count = _workload(*ADMITTED, declared=(4, 2), assigned=(3, None))
     fewer = _workload(*ADMITTED, declared=(4, 2), assigned=(3,))
 
-    assert adoption.admission(AW, [no_count]) == adoption.Admission((3, 2))
-    assert adoption.admission(AW, [fewer]) == adoption.Admission((3, 2))
+    assert release.admission(AW, [no_count]) == release.Admission((3, 2))
+    assert release.admission(AW, [fewer]) == release.Admission((3, 2))
 
 
 @pytest.mark.parametrize("count", [None, -1, "4", 2.0])
 def test_a_podset_with_no_usable_count_admits_no_pod(count: Any) -> None:
     broken = _workload(*ADMITTED, declared=(count, 2), assigned=(count, 2))
 
-    assert adoption.admission(AW, [broken]) == adoption.Admission((0, 2))
+    assert release.admission(AW, [broken]) == release.Admission((0, 2))
 
 
 # --- whether the controller releases at all (is_admitted) --------------------------------------
@@ -146,9 +146,9 @@ def _aw(
 
 def test_an_appwrapper_is_released_only_when_unsuspended_and_not_being_deleted() -> None:
     assert adoption.is_admitted(_aw(suspend=False))
+    # What kube-apiserver stores once Kueue admits it: `suspend,omitempty` drops false.
+    assert adoption.is_admitted(_aw(suspend=None))
     assert not adoption.is_admitted(_aw(suspend=True))
-    assert not adoption.is_admitted(_aw(suspend=None))
-    assert not adoption.is_admitted(_aw(suspend="false"))
     assert not adoption.is_admitted(_aw(suspend=False, deleting=True))
 
 
@@ -211,9 +211,12 @@ def _wanted(*, queue: str = "gpu-queue", template: Obj = TEMPLATE) -> Obj:
                       "spec": {}}, template)  # fmt: skip
 
 
+@pytest.mark.parametrize("suspend", [False, None], ids=["false", "omitted"])
 @pytest.mark.parametrize("phase", ["Resuming", "Running"])
-def test_a_running_appwrapper_stands_for_the_same_work_created_again(phase: str) -> None:
-    assert adoption.may_take_over(_wrapping(_aw(phase, suspend=False)), _wanted())
+def test_a_running_appwrapper_stands_for_the_same_work_created_again(
+    phase: str, suspend: bool | None
+) -> None:
+    assert adoption.may_take_over(_wrapping(_aw(phase, suspend=suspend)), _wanted())
 
 
 @pytest.mark.parametrize(
@@ -225,7 +228,6 @@ def test_a_running_appwrapper_stands_for_the_same_work_created_again(phase: str)
          "other work"),
         (_wrapping(_aw("Running", suspend=False, deleting=True)), _wanted(), "being deleted"),
         (_wrapping(_aw("Running", suspend=True)), _wanted(), "suspending: Kueue took it back"),
-        (_wrapping(_aw("Running", suspend=None)), _wanted(), "suspend unset"),
         (_wrapping(_aw("Suspended", suspend=False)), _wanted(), "queued"),
         (_wrapping(_aw("Succeeded", suspend=False)), _wanted(), "finished"),
         (_wrapping(_aw("Resetting", suspend=False)), _wanted(), "resetting"),
@@ -621,12 +623,12 @@ JOB_TEMPLATE = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metad
     ],
 )  # fmt: skip
 def test_the_pods_an_appwrapper_declares_per_podset(component: Obj, replicas: tuple[int]) -> None:
-    assert adoption.podset_replicas(_with_component(component)) == replicas
+    assert release.podset_replicas(_with_component(component)) == replicas
 
 
 def test_an_appwrapper_without_components_declares_no_pod() -> None:
-    assert adoption.podset_replicas({"spec": {"components": []}}) == ()
-    assert adoption.podset_replicas({"spec": {}}) == ()
+    assert release.podset_replicas({"spec": {"components": []}}) == ()
+    assert release.podset_replicas({"spec": {}}) == ()
 
 
 # --- which pods an admission covers (made_by_controller) --------------------------------------------
@@ -642,8 +644,8 @@ def _adopted_pod() -> tuple[Obj, Obj]:
 def test_the_adopted_pod_itself_is_released_on_its_admission() -> None:
     stored, appwrapper = _adopted_pod()
 
-    assert adoption.made_by_controller(stored, appwrapper) == ""
-    plan = adoption.release_plan(appwrapper, [stored], adoption.Admission((1,)))
+    assert release.made_by_controller(stored, appwrapper) == ""
+    plan = release.release_plan(appwrapper, [stored], release.Admission((1,)))
     assert [p["metadata"]["uid"] for p, _ in plan.released] == ["pod-uid"]
     assert plan.problems == () and plan.held == ()
 
@@ -655,7 +657,7 @@ def test_a_pod_controlled_by_the_adopted_pod_is_not_what_its_admission_covers() 
     child["metadata"].update(name="solo-child", uid="child-uid", ownerReferences=[
         {"apiVersion": "v1", "kind": "Pod", "name": "solo", "uid": "pod-uid", "controller": True}])  # fmt: skip
 
-    assert adoption.made_by_controller(child, appwrapper) == (
+    assert release.made_by_controller(child, appwrapper) == (
         "autowrap does not know how Pod makes its pods"
     )
 
@@ -676,14 +678,14 @@ def test_why_a_pod_is_not_covered_names_what_is_missing() -> None:
     past = _volcano_pod(stored, 0)
     past["metadata"]["annotations"][adoption.PODSET_ANNOTATION] = "1"  # the Job has one task
 
-    assert adoption.made_by_controller(_volcano_pod(stored, 0), appwrapper) == ""
-    assert adoption.made_by_controller(_volcano_pod(stored, 0), unwritten) == (
+    assert release.made_by_controller(_volcano_pod(stored, 0), appwrapper) == ""
+    assert release.made_by_controller(_volcano_pod(stored, 0), unwritten) == (
         "its AppWrapper names no origin")  # fmt: skip
-    assert adoption.made_by_controller(foreign, appwrapper) == (
+    assert release.made_by_controller(foreign, appwrapper) == (
         "its controller is not the adopted object")  # fmt: skip
-    assert adoption.made_by_controller(_volcano_pod(stored, 0), unknown) == (
+    assert release.made_by_controller(_volcano_pod(stored, 0), unknown) == (
         "autowrap does not know how Job makes its pods")  # fmt: skip
-    assert adoption.made_by_controller(past, appwrapper) == (
+    assert release.made_by_controller(past, appwrapper) == (
         f"its annotation {adoption.PODSET_ANNOTATION} names no podSet of the AppWrapper")  # fmt: skip
 
 
@@ -694,8 +696,8 @@ def test_an_init_container_not_the_templates_is_not_covered() -> None:
     swapped = _volcano_pod(stored, 0)
     swapped["spec"]["initContainers"][0]["image"] = "mallory/miner"
 
-    assert adoption.made_by_controller(_volcano_pod(stored, 0), appwrapper) == ""
-    assert adoption.made_by_controller(swapped, appwrapper).startswith(
+    assert release.made_by_controller(_volcano_pod(stored, 0), appwrapper) == ""
+    assert release.made_by_controller(swapped, appwrapper).startswith(
         "spec.initContainers[init0].image is 'mallory/miner', the template's "
     )
 
@@ -707,7 +709,7 @@ def test_a_container_not_the_templates_is_named_in_the_problem() -> None:
     template_image = container["image"]
     container["image"] = "mallory/miner"
 
-    assert adoption.made_by_controller(swapped, appwrapper) == (
+    assert release.made_by_controller(swapped, appwrapper) == (
         f"spec.containers[{container['name']}].image is 'mallory/miner', the template's "
         f"{template_image!r}"
     )
@@ -741,7 +743,7 @@ def _task_pod(stored: Obj, task: int, index: int, *, uid: str = "", phase: str =
     return made
 
 
-def _names(plan: adoption.ReleasePlan) -> list[str]:
+def _names(plan: release.ReleasePlan) -> list[str]:
     return sorted(str(p["metadata"]["name"]) for p, _ in plan.released)
 
 
@@ -749,7 +751,7 @@ def test_exactly_as_many_pods_as_kueue_admitted_are_released() -> None:
     stored, appwrapper = _volcano()
     gated = [_volcano_pod(stored, 0), _volcano_pod(stored, 1)]
 
-    plan = adoption.release_plan(appwrapper, gated, adoption.Admission((2,)))
+    plan = release.release_plan(appwrapper, gated, release.Admission((2,)))
 
     assert _names(plan) == ["train-worker-0", "train-worker-1"]
     assert plan.held == () and plan.problems == () and not plan.waiting
@@ -760,7 +762,7 @@ def test_each_running_pod_takes_one_place_and_the_rest_stay_gated_with_the_reaso
     running = [_task_pod(stored, 1, i, phase="Running") for i in (0, 1)]
     gated = [_task_pod(stored, 1, i) for i in (2, 3)] + [_task_pod(stored, 0, 0)]
 
-    plan = adoption.release_plan(appwrapper, running + gated, adoption.Admission((1, 3)))
+    plan = release.release_plan(appwrapper, running + gated, release.Admission((1, 3)))
 
     assert _names(plan) == ["train-master-0", "train-worker-2"]
     assert plan.held == (
@@ -777,8 +779,8 @@ def test_a_finished_pod_takes_no_place() -> None:
     done[0]["status"]["phase"] = "Succeeded"
     done[1]["status"]["phase"] = "Failed"
 
-    plan = adoption.release_plan(
-        appwrapper, [*done, _volcano_pod(stored, 0)], adoption.Admission((1,))
+    plan = release.release_plan(
+        appwrapper, [*done, _volcano_pod(stored, 0)], release.Admission((1,))
     )
 
     assert _names(plan) == ["train-worker-0"]
@@ -792,7 +794,7 @@ def test_running_pods_that_name_no_podset_take_a_place_in_every_podset(podset: s
         stray["metadata"]["annotations"][adoption.PODSET_ANNOTATION] = podset
     gated = [_task_pod(stored, t, i) for t in (0, 1) for i in range(3)]
 
-    plan = adoption.release_plan(appwrapper, strays + gated, adoption.Admission((3, 3)))
+    plan = release.release_plan(appwrapper, strays + gated, release.Admission((3, 3)))
 
     assert _names(plan) == ["train-master-0", "train-worker-0"]
     assert [h.split(":")[0] for h in plan.held] == [
@@ -805,8 +807,8 @@ def test_a_pod_read_twice_counts_once() -> None:
     running = _volcano_pod(stored, 0, uid="run-0", running=True)
     gated = _volcano_pod(stored, 1)
 
-    plan = adoption.release_plan(appwrapper, [running, running, gated, gated],
-                                 adoption.Admission((2,)))  # fmt: skip
+    plan = release.release_plan(appwrapper, [running, running, gated, gated],
+                                 release.Admission((2,)))  # fmt: skip
 
     assert _names(plan) == ["train-worker-1"] and plan.held == ()
 
@@ -816,7 +818,7 @@ def test_a_pod_created_again_under_its_name_between_two_reads_is_another_pod() -
     before = _volcano_pod(stored, 0, uid="first", running=True)
     again = _volcano_pod(stored, 0, uid="second")
 
-    plan = adoption.release_plan(appwrapper, [before, again], adoption.Admission((2,)))
+    plan = release.release_plan(appwrapper, [before, again], release.Admission((2,)))
 
     assert _names(plan) == ["train-worker-0"]
     assert [p["metadata"]["uid"] for p, _ in plan.released] == ["second"]
@@ -828,7 +830,7 @@ def test_pods_read_without_a_uid_are_told_apart_by_name() -> None:
     for made in pods:
         del made["metadata"]["uid"]
 
-    plan = adoption.release_plan(appwrapper, [*pods, pods[0]], adoption.Admission((2,)))
+    plan = release.release_plan(appwrapper, [*pods, pods[0]], release.Admission((2,)))
 
     assert _names(plan) == ["train-worker-0", "train-worker-1"]
 
@@ -837,7 +839,7 @@ def test_the_appwrappers_declared_size_caps_what_kueue_admits() -> None:
     stored, appwrapper = _volcano()
     gated = [_volcano_pod(stored, 0), _volcano_pod(stored, 1)]
 
-    plan = adoption.release_plan(appwrapper, gated, adoption.Admission((5,)))
+    plan = release.release_plan(appwrapper, gated, release.Admission((5,)))
 
     assert _names(plan) == ["train-worker-0", "train-worker-1"]
 
@@ -846,7 +848,7 @@ def test_a_podset_kueue_admitted_nothing_for_releases_nothing() -> None:
     stored, appwrapper = _two_tasks()
     gated = [_task_pod(stored, 0, 0), _task_pod(stored, 1, 0)]
 
-    plan = adoption.release_plan(appwrapper, gated, adoption.Admission((1,)))
+    plan = release.release_plan(appwrapper, gated, release.Admission((1,)))
 
     assert _names(plan) == ["train-master-0"]
     assert plan.held[0].startswith("1 pod(s) of podSet 1 stay gated: Kueue admitted 0 for it")
@@ -857,7 +859,7 @@ def test_a_task_the_appwrapper_declares_no_podset_for_releases_nothing() -> None
     del appwrapper["spec"]["components"][0]["podSets"][1]
     gated = [_task_pod(stored, 0, 0), _task_pod(stored, 1, 0)]
 
-    plan = adoption.release_plan(appwrapper, gated, adoption.Admission((1, 2)))
+    plan = release.release_plan(appwrapper, gated, release.Admission((1, 2)))
 
     assert _names(plan) == ["train-master-0"]
     assert plan.held[0].startswith("1 pod(s) of podSet 1 stay gated: Kueue admitted 0 for it")
@@ -868,7 +870,7 @@ def test_pods_wait_for_kueues_placement_of_their_podset() -> None:
     appwrapper["spec"]["components"][0]["podSetInfos"] = [PLACEMENT]  # podSet 1's not yet
     gated = [_task_pod(stored, 0, 0), _task_pod(stored, 1, 0), _task_pod(stored, 1, 1)]
 
-    plan = adoption.release_plan(appwrapper, gated, adoption.Admission((1, 2)))
+    plan = release.release_plan(appwrapper, gated, release.Admission((1, 2)))
 
     assert _names(plan) == ["train-master-0"] and plan.waiting
     assert plan.held == () and plan.problems == ()
@@ -882,8 +884,8 @@ def test_pods_of_another_maker_that_hold_the_place_are_named_in_the_reason() -> 
         squatter["metadata"]["name"] = name
         squatters.append(squatter)
 
-    plan = adoption.release_plan(appwrapper, [*squatters, _volcano_pod(stored, 0)],
-                                 adoption.Admission((2,)))  # fmt: skip
+    plan = release.release_plan(appwrapper, [*squatters, _volcano_pod(stored, 0)],
+                                 release.Admission((2,)))  # fmt: skip
 
     assert plan.released == ()
     assert plan.held == (
@@ -903,11 +905,11 @@ def test_the_adopted_pod_belongs_to_its_appwrapper_and_claims_it() -> None:
     other["metadata"].update(name="solo-2", uid="other-uid")
     del other["metadata"]["labels"][names.APPWRAPPER_LABEL]
 
-    assert adoption.belongs(stored, appwrapper)
-    assert adoption.claims(stored, appwrapper)
-    assert not adoption.belongs(other, appwrapper)
-    assert not adoption.claims(other, appwrapper)  # a Pod's AppWrapper has no controller's signs
-    assert adoption.claim_selectors(appwrapper) == [f"{names.APPWRAPPER_LABEL}=solo"]
+    assert release.belongs(stored, appwrapper)
+    assert release.claims(stored, appwrapper)
+    assert not release.belongs(other, appwrapper)
+    assert not release.claims(other, appwrapper)  # a Pod's AppWrapper has no controller's signs
+    assert release.claim_selectors(appwrapper) == [f"{names.APPWRAPPER_LABEL}=solo"]
 
 
 def test_an_appwrapper_that_names_no_origin_has_no_pods() -> None:
@@ -916,8 +918,8 @@ def test_an_appwrapper_that_names_no_origin_has_no_pods() -> None:
     unnamed = copy.deepcopy(stored)
     del unnamed["metadata"]["uid"]
 
-    assert not adoption.belongs(stored, appwrapper)
-    assert not adoption.belongs(unnamed, appwrapper)
+    assert not release.belongs(stored, appwrapper)
+    assert not release.belongs(unnamed, appwrapper)
 
 
 def test_pods_count_as_escaped_only_while_the_appwrapper_is_queued_and_they_may_run() -> None:
@@ -930,9 +932,9 @@ def test_pods_count_as_escaped_only_while_the_appwrapper_is_queued_and_they_may_
     leaving["metadata"]["deletionTimestamp"] = "2026-11-27T00:00:00Z"
     pods = [*ungated, leaving, _volcano_pod(stored, 6, uid="gated")]
 
-    assert adoption.escaped(appwrapper, pods) == 2
+    assert release.escaped(appwrapper, pods) == 2
     appwrapper["spec"]["suspend"] = False
-    assert adoption.escaped(appwrapper, pods) == 0
+    assert release.escaped(appwrapper, pods) == 0
 
 
 def test_a_delete_while_kueue_takes_back_a_resuming_admission_is_the_appwrappers() -> None:

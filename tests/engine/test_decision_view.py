@@ -12,7 +12,7 @@ import pytest
 
 from tests.engine.test_adoption import _prepared, _stored
 from tests.engine.test_release_guard import _admitted_appwrapper, _job, _volcano_pod
-from webhook.core import adoption, podmeta
+from webhook.core import adoption, podmeta, release
 from webhook.model import names
 
 Obj = dict[str, Any]
@@ -87,7 +87,7 @@ def _readable(pods: list[Obj]) -> list[Obj]:
     return readable
 
 
-def _decided(plan: adoption.ReleasePlan) -> tuple[Any, ...]:
+def _decided(plan: release.ReleasePlan) -> tuple[Any, ...]:
     return (
         sorted((str(pod["metadata"]["name"]), r.patch) for pod, r in plan.released),
         sorted((str(pod["metadata"]["name"]), why) for pod, why in plan.problems),
@@ -110,12 +110,12 @@ def test_a_release_decided_on_the_kept_views_is_the_release_decided_on_the_pods(
     pods = _pods(stored)
 
     for admitted in (2, 4, 8):
-        kept = adoption.release_plan(appwrapper, _views(pods, appwrapper),
-                                     adoption.Admission((admitted,)))  # fmt: skip
-        whole = adoption.release_plan(appwrapper, _readable(pods),
-                                      adoption.Admission((admitted,)))  # fmt: skip
+        kept = release.release_plan(appwrapper, _views(pods, appwrapper),
+                                     release.Admission((admitted,)))  # fmt: skip
+        whole = release.release_plan(appwrapper, _readable(pods),
+                                      release.Admission((admitted,)))  # fmt: skip
         assert _decided(kept) == _decided(whole)
-    plan = adoption.release_plan(appwrapper, _views(pods, appwrapper), adoption.Admission((8,)))
+    plan = release.release_plan(appwrapper, _views(pods, appwrapper), release.Admission((8,)))
     released = dict((str(p["metadata"]["name"]), r.patch) for p, r in plan.released)
     assert sorted(released) == ["train-worker-0", "train-worker-1", "train-worker-3"]
     # added to the labels it has, never written over them
@@ -138,8 +138,8 @@ def test_pods_that_run_without_admission_are_counted_the_same_on_the_kept_views(
     pods = _pods(stored)
     pods[0] = _padded(_volcano_pod(stored, 0, running=True))  # its gate taken off
 
-    assert adoption.escaped(appwrapper, _views(pods, appwrapper)) == 1
-    assert adoption.escaped(appwrapper, _readable(pods)) == 1
+    assert release.escaped(appwrapper, _views(pods, appwrapper)) == 1
+    assert release.escaped(appwrapper, _readable(pods)) == 1
 
 
 def test_a_pod_filled_up_by_someone_else_is_kept_in_a_few_fields() -> None:
@@ -151,5 +151,5 @@ def test_a_pod_filled_up_by_someone_else_is_kept_in_a_few_fields() -> None:
             assert pod["metadata"]["name"] in ("train-worker-6", "train-worker-7")
             continue
         # The object's own pods keep their containers' names, images and resources too.
-        bound = 600 if not adoption.belongs(pod, appwrapper) else 2_000
+        bound = 600 if not release.belongs(pod, appwrapper) else 2_000
         assert len(json.dumps(view)) < bound, view

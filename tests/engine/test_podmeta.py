@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from webhook.core import adoption, podmeta
+from webhook.core import adoption, podmeta, release
 from webhook.model import names
 
 
@@ -33,7 +33,7 @@ def test_a_waiting_pod_keeps_whose_it_is_and_nothing_a_user_can_fill() -> None:
                              "name": "j", "uid": "job-uid", "controller": True}]}}  # fmt: skip
     # What belongs to it and what names its podSet read the same as on the whole pod.
     appwrapper = {"metadata": {"annotations": {names.ORIGIN_UID_ANNOTATION: "job-uid"}}}
-    assert adoption.belongs(view, appwrapper) and adoption.podset_index(view) == 1
+    assert release.belongs(view, appwrapper) and release.podset_index(view) == 1
 
     padded = _metadata(labels={names.APPWRAPPER_LABEL: "aw", **{f"l{i}": "v" * 60 for i in range(9000)}},
                        annotations={adoption.PODSET_ANNOTATION: "9" * 500_000, "pad": "x" * 900_000},

@@ -17,7 +17,7 @@ import pytest
 
 from tests.builders import context, volcano_job
 from tests.engine.test_adoption import _prepared, _stored
-from webhook.core import adoption
+from webhook.core import adoption, release
 from webhook.model import names
 
 Obj = dict[str, Any]
@@ -60,18 +60,18 @@ def _volcano_pod(stored: Obj, index: int, *, uid: str = "", running: bool = Fals
         spec["priorityClassName"] = stored["spec"]["priorityClassName"]
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
     if running:
-        adoption._ungate(spec)
+        adoption.ungate_spec(spec)
         pod["status"] = {"phase": "Running"}
     return pod
 
 
 def _released(appwrapper: Obj, pods: list[Obj], admitted: int = 4) -> list[str]:
-    plan = adoption.release_plan(appwrapper, pods, adoption.Admission((admitted,)))
+    plan = release.release_plan(appwrapper, pods, release.Admission((admitted,)))
     return sorted(str(pod["metadata"]["name"]) for pod, _ in plan.released)
 
 
 def _problems(appwrapper: Obj, pods: list[Obj]) -> dict[str, str]:
-    plan = adoption.release_plan(appwrapper, pods, adoption.Admission((4,)))
+    plan = release.release_plan(appwrapper, pods, release.Admission((4,)))
     return {str(pod["metadata"]["name"]): why for pod, why in plan.problems}
 
 
@@ -163,7 +163,7 @@ def test_a_running_pod_counts_by_any_claim_whatever_labels_it_lost(keep: str) ->
         del metadata["labels"][names.VOLCANO_JOB_NAME]
     own = _volcano_pod(stored, 0)
 
-    plan = adoption.release_plan(appwrapper, [running, own], adoption.Admission((1,)))
+    plan = release.release_plan(appwrapper, [running, own], release.Admission((1,)))
 
     assert plan.released == ()
     assert plan.held and "aa-borrow" in plan.held[0], plan.held
@@ -180,7 +180,7 @@ def test_a_running_pod_that_names_no_podset_counts_in_every_podset() -> None:
 
 def test_the_selectors_find_pods_by_the_appwrapper_label_and_volcanos_job_name() -> None:
     appwrapper = _admitted_appwrapper(_stored(_prepared(_job())))
-    assert adoption.claim_selectors(appwrapper) == [
+    assert release.claim_selectors(appwrapper) == [
         f"{names.APPWRAPPER_LABEL}=train",
         f"{names.VOLCANO_JOB_NAME}=train",
     ]
@@ -202,10 +202,10 @@ def _workload(*conditions: str) -> Obj:
 
 def test_a_workload_admitted_and_evicted_is_no_admission() -> None:
     appwrapper = {"metadata": {"uid": "aw-uid"}}
-    assert adoption.admission(appwrapper, [_workload("QuotaReserved", "Admitted")]) == (
-        adoption.Admission((4,))
+    assert release.admission(appwrapper, [_workload("QuotaReserved", "Admitted")]) == (
+        release.Admission((4,))
     )
     # Kueue's first phase of an eviction: Evicted=True while Admitted and status.admission
     # remain until the job is stopped (jobframework reconciler.go, "handle eviction").
     evicted = _workload("QuotaReserved", "Admitted", "Evicted")
-    assert adoption.admission(appwrapper, [evicted]) is None
+    assert release.admission(appwrapper, [evicted]) is None

@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from webhook.controller.events import Recorder
-from webhook.core import adoption, audit, builder, engine, podmeta, provenance, waiting
+from webhook.core import adoption, audit, builder, engine, podmeta, provenance, release, waiting
 from webhook.core.policy import PolicySet
 from webhook.core.ports import AlreadyExists, ApiFailure, Conflict
 from webhook.model import names, objects
@@ -401,10 +401,10 @@ class Reconciler:
         if not objects.is_suspended(appwrapper):
             return 0
         if not any(
-            adoption.belongs(p, appwrapper) and podmeta.spec_changed(p) for p in self._pods_of(key)
+            release.belongs(p, appwrapper) and podmeta.spec_changed(p) for p in self._pods_of(key)
         ):
             return 0
-        return adoption.escaped(appwrapper, await self._live_pods(appwrapper, key))
+        return release.escaped(appwrapper, await self._live_pods(appwrapper, key))
 
     # --- 2. release ----------------------------------------------------------------------------
 
@@ -421,7 +421,7 @@ class Reconciler:
         if not owned:
             return None
         # The cache holds the metadata of pods not released yet: gated, or escaped.
-        if not any(adoption.belongs(p, appwrapper) for p in self._pods_of(key)):
+        if not any(release.belongs(p, appwrapper) for p in self._pods_of(key)):
             return None
         admitted = await self._admission(appwrapper)
         if admitted is None:
@@ -431,7 +431,7 @@ class Reconciler:
         whole = await self._api.get(APPWRAPPERS, namespace, aw_name, timeout=API_TIMEOUT)
         if whole is None or _uid(whole) != _uid(appwrapper):
             return RACED  # replaced meanwhile: look again once the watch brings it
-        plan = adoption.release_plan(whole, await self._live_pods(whole, key), admitted)
+        plan = release.release_plan(whole, await self._live_pods(whole, key), admitted)
         again = WAIT if plan.waiting else None
         for pod, released in plan.released:
             namespace, name = _namespace_name(pod)
@@ -457,7 +457,7 @@ class Reconciler:
 
     async def _live_pods(self, appwrapper: Obj, key: Key) -> list[Obj]:
         """Every pod that claims the object by a label (the AppWrapper's, or the one the
-        wrapped kind's controller writes: ``adoption.claim_selectors``), read live: the cache
+        wrapped kind's controller writes: ``release.claim_selectors``), read live: the cache
         holds only pods not released yet, and a release, which cannot be taken back, counts
         every pod already running and uses the gates and versions as stored. Read page by page
         and each pod cut to what the decisions read (``podmeta.decision_view``) as its page
@@ -469,14 +469,14 @@ class Reconciler:
             return podmeta.decision_view(pod, appwrapper)
 
         pods: dict[str, Obj] = {}  # by uid: a pod both selectors find is one pod
-        for selector in adoption.claim_selectors(appwrapper):
+        for selector in release.claim_selectors(appwrapper):
             for pod in await self._api.list_kept(_PODS, namespace, timeout=API_TIMEOUT,
                                                  labels=selector, keep=keep,
                                                  first_page=_LIVE_FIRST_PAGE):  # fmt: skip
                 pods.setdefault(str(as_map(pod.get("metadata")).get("uid")), pod)
         return list(pods.values())
 
-    async def _admission(self, appwrapper: Obj) -> adoption.Admission | None:
+    async def _admission(self, appwrapper: Obj) -> release.Admission | None:
         """Kueue's admission of the AppWrapper from its Workload, read live before every
         release (Kueue labels each Workload with the uid of the job it stands for:
         constants.JobUIDLabel). Never reused from an earlier read: Kueue evicts in two phases,
@@ -492,7 +492,7 @@ class Reconciler:
         listed = await self._api.list(
             kind, namespace, timeout=API_TIMEOUT, labels=f"{names.KUEUE_JOB_UID_LABEL}={uid}"
         )
-        return adoption.admission(appwrapper, listed.get("items") or [])
+        return release.admission(appwrapper, listed.get("items") or [])
 
     async def _report_release_problem(
         self, owners: Sequence[Obj], pod: Mapping[str, Any], problem: str

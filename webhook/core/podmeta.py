@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.core import adoption, provenance
+from webhook.core import adoption, provenance, release
 from webhook.core.adoption import PODSET_ANNOTATION
 from webhook.model import names, objects
 from webhook.model.objects import as_list, as_map
@@ -66,13 +66,13 @@ def spec_changed(pod: Mapping[str, Any]) -> bool:
 
 # --- pods read live, as the release decisions read them ------------------------------------------
 
-# What ``adoption.release_plan`` and ``adoption.escaped`` read of a pod, and nothing else: the
+# What ``release.release_plan`` and ``release.escaped`` read of a pod, and nothing else: the
 # live read keeps each pod so cut as soon as its page is decoded, so that what it holds is one
 # page and these fields, whatever someone put in the pods that name the AppWrapper.
 _CLAIM_LABELS = (names.APPWRAPPER_LABEL, names.VOLCANO_JOB_NAME)  # claims, claim_selectors
 _OWN_ANNOTATIONS = (PODSET_ANNOTATION, names.VOLCANO_JOB_NAME, names.VOLCANO_TASK_SPEC)
 _IDENTITY = ("name", "namespace", "uid", "resourceVersion")
-_CONTAINER_PARTS = ("requests", "limits")  # adoption._containers_mismatch
+_CONTAINER_PARTS = ("requests", "limits")  # release.containers_mismatch
 
 
 def decision_view(pod: Mapping[str, Any], appwrapper: Mapping[str, Any]) -> Obj | None:
@@ -80,7 +80,7 @@ def decision_view(pod: Mapping[str, Any], appwrapper: Mapping[str, Any]) -> Obj 
     pod none of them reads (being deleted, or finished and no longer gated). ``release_plan``
     and ``escaped`` decide the same on the view as on the pod.
 
-    A pod that does not belong to the object (``adoption.belongs``: anyone may label a pod with
+    A pod that does not belong to the object (``release.belongs``: anyone may label a pod with
     the AppWrapper's name) is only counted: whose it is, its podSet, whether it is gated and
     its phase. A pod of the object keeps what releasing it reads besides: the labels,
     annotations, nodeSelector keys and tolerations Kueue's placement names (``release``), its
@@ -103,7 +103,7 @@ def decision_view(pod: Mapping[str, Any], appwrapper: Mapping[str, Any]) -> Obj 
         view["status"] = {"phase": status["phase"]}
     placements = _placements(appwrapper)
     podset = _podset(objects.annotations_of(pod).get(PODSET_ANNOTATION))
-    if not adoption.belongs(pod, appwrapper):
+    if not release.belongs(pod, appwrapper):
         kept["labels"] = _only(metadata.get("labels"), _CLAIM_LABELS)
         job = objects.name_of(as_map(provenance.component_template(appwrapper)))
         annotations = objects.annotations_of(pod)
@@ -134,7 +134,7 @@ def decision_view(pod: Mapping[str, Any], appwrapper: Mapping[str, Any]) -> Obj 
 
 
 def _placements(appwrapper: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """Kueue's placement of each podSet (``podSetInfos``), which ``adoption.release`` applies."""
+    """Kueue's placement of each podSet (``podSetInfos``), which ``release.ungate`` applies."""
     components = as_list(as_map(appwrapper.get("spec")).get("components"))
     infos = as_list(as_map(components[0]).get("podSetInfos")) if components else []
     return [as_map(i) for i in infos]
@@ -150,12 +150,12 @@ def _only(value: object, keys: tuple[str, ...]) -> Obj:
 
 
 def _podset(value: object) -> str | None:
-    """The podSet annotation as ``adoption.podset_index`` reads it, in at most a few
+    """The podSet annotation as ``release.podset_index`` reads it, in at most a few
     characters: a longer number names no podSet an AppWrapper has (Kueue allows 8), and is
     kept as a sign that names none (which ``int`` could not even read past 4,300 digits)."""
     if not isinstance(value, str) or len(value) <= _PODSET_CHARS:
         return value if isinstance(value, str) else None
-    short = (value.lstrip("0") or "0") if value.isdigit() else value
+    short = (value.lstrip("0") or "0") if value.isascii() and value.isdigit() else value
     return short if len(short) <= _PODSET_CHARS else "-"
 
 

@@ -179,6 +179,11 @@ class HasControllerPods(Protocol):
         its annotations, its priority class); otherwise what differs."""
         ...
 
+    def pod_position(self, obj: Mapping[str, Any], group: PodGroup, pod: Mapping[str, Any]) -> int:
+        """Which of ``group``'s pods ``pod`` is (by the name the controller gives it), for
+        what the controller adds per pod; 0 when its name is none of theirs."""
+        ...
+
 
 _CAPABLE: dict[tuple[type, Any], bool] = {}
 

@@ -8,7 +8,9 @@ YAML integers and floats are accepted as they are, as the API server does for JS
 from __future__ import annotations
 
 import re
-from decimal import Decimal, InvalidOperation
+from collections.abc import Mapping
+from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from typing import Any
 
 _QUANTITY = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(.*)$")
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
@@ -42,6 +44,38 @@ def parse(value: object) -> Decimal | None:
     if exponent is not None:
         return amount.scaleb(int(exponent.group(1)))
     return None
+
+
+# A Quantity keeps at most nano precision and rounds anything finer up (apimachinery
+# resource.Quantity, ``roundUp`` to Nano in ParseQuantity).
+_NANO = Decimal("1e-9")
+
+
+def effective_requirements(
+    resources: Mapping[str, Any],
+) -> tuple[dict[str, Decimal | str], dict[str, Decimal | str]]:
+    """A container's ``(requests, limits)`` as kube-apiserver stores them on a Pod: each
+    quantity as its exact value (``0.5``, ``500m`` and ``"0.5"`` are one value; a string that
+    is no quantity stays as written, for the apiserver to refuse), and a request defaulted
+    from the limit of each resource that names a limit and no request (``SetDefaults_Pod``,
+    pkg/apis/core/v1/defaults.go: on a Pod only, never on a PodTemplate, which is why a Job's
+    template and the pod made from it differ there)."""
+
+    def values(part: object) -> dict[str, Decimal | str]:
+        out: dict[str, Decimal | str] = {}
+        if not isinstance(part, Mapping):
+            return out
+        for name, raw in part.items():
+            exact = parse(raw)
+            out[str(name)] = (
+                exact.quantize(_NANO, rounding=ROUND_CEILING) if exact is not None else str(raw)
+            )
+        return out
+
+    requests, limits = values(resources.get("requests")), values(resources.get("limits"))
+    for name, limit in limits.items():
+        requests.setdefault(name, limit)
+    return requests, limits
 
 
 def show(value: Decimal) -> str:

@@ -118,6 +118,10 @@ class VolcanoJobKind:
             )
         return ""
 
+    def pod_position(self, obj: Mapping[str, Any], group: PodGroup, pod: Mapping[str, Any]) -> int:
+        name = objects.name_of(pod)
+        return next((i for i in range(group.replicas) if self.pod_name(obj, group, i) == name), 0)
+
     def dns(self, obj: Obj, groups: Sequence[PodGroup], master: PodGroup, *, port: int) -> Dns:
         patched = dict(obj)
         plugins = objects.own_map(objects.own_map(patched, "spec"), "plugins")
