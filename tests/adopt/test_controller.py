@@ -245,6 +245,13 @@ async def test_a_placement_that_cannot_apply_leaves_the_pod_gated_with_an_event(
         assert {"name": names.ADMISSION_GATE} in worker["spec"]["schedulingGates"]
         message = cluster.events("ReleaseFailed")[0]["message"]
         assert "'pool' is 'h100' on the pod, Kueue assigns 'a100'" in message
+        # Admitted, yet not running: the status says which pod waits and why, never "Running".
+        status = await eventually(
+            lambda: "stay gated" in _status(cluster.job()) and _status(cluster.job()),
+            what="the held status",
+        )
+        assert "pod train-worker-0: it is not a pod the admission covers" not in status
+        assert "train-worker-0" in status and "'pool' is 'h100'" in status, status
 
 
 async def test_an_operators_edit_of_the_cluster_role_holds_the_release_until_restored(
@@ -819,3 +826,8 @@ async def test_pods_a_user_fills_up_and_labels_for_the_appwrapper_are_read_a_pag
                  if q.query.get("labelSelector") == selector]  # fmt: skip
         assert reads and all(q.query.get("limit") for q in reads)
         assert any(q.query.get("continue") for q in reads)
+
+
+def _status(job: dict[str, object] | None) -> str:
+    annotations = ((job or {}).get("metadata") or {}).get("annotations") or {}  # type: ignore[attr-defined]
+    return str(annotations.get(names.STATUS_ANNOTATION, ""))

@@ -106,6 +106,9 @@ class Reconciler:
         self._served = served
         # The status last written per object uid.
         self._statuses: dict[str, str] = {}
+        # Why pods of an admitted object stay gated, per object uid, from the last release
+        # decision: the status says so rather than "Running" (recomputed on every release).
+        self._held: dict[str, tuple[str, ...]] = {}
 
     async def reconcile(self, key: Key) -> Result:
         namespace, aw_name = key
@@ -371,7 +374,7 @@ class Reconciler:
             appwrapper = owned = await self._lift_hold(owned)
         escaped = await self._escaped(owned, key) if owned is not None else 0
         status = adoption.status(owned, pending=False, escaped_pods=escaped)
-        status = self._waiting(status, owned, key)
+        status = adoption.held(self._waiting(status, owned, key), self._held.get(_uid(obj), ()))
         if names.ADOPTION_FINALIZER in _finalizers(obj) and adoption.finalizer_done(appwrapper):
             await self._drop_finalizer(obj, status)
         await self._set_status(obj, status)
@@ -422,6 +425,7 @@ class Reconciler:
             return None
         # The cache holds the metadata of pods not released yet: gated, or escaped.
         if not any(release.belongs(p, appwrapper) for p in self._pods_of(key)):
+            await self._report_held(owned, appwrapper, ())
             return None
         admitted = await self._admission(appwrapper)
         if admitted is None:
@@ -453,7 +457,26 @@ class Reconciler:
         for why in plan.held:
             for owner in owned:
                 await self._recorder.emit(owner, "ReleaseHeld", why, warning=True)
+        reasons = [f"pod {objects.name_of(pod)}: {problem}" for pod, problem in plan.problems]
+        await self._report_held(owned, whole, (*reasons, *plan.held))
         return again
+
+    async def _report_held(
+        self, owned: Sequence[Obj], appwrapper: Obj, reasons: Sequence[str]
+    ) -> None:
+        """Remember why pods stay gated, and say it in each object's status at once."""
+        for obj in owned:
+            uid = _uid(obj)
+            if tuple(reasons) == self._held.get(uid, ()):
+                continue
+            if reasons:
+                self._held[uid] = tuple(reasons)
+                if len(self._held) > STATUSES_KEPT:
+                    self._held.pop(next(iter(self._held)))
+            else:
+                self._held.pop(uid, None)
+            status = adoption.status(appwrapper, pending=False)
+            await self._set_status(obj, adoption.held(status, reasons))
 
     async def _live_pods(self, appwrapper: Obj, key: Key) -> list[Obj]:
         """Every pod that claims the object by a label (the AppWrapper's, or the one the

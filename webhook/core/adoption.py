@@ -599,6 +599,17 @@ def status(appwrapper: Mapping[str, Any] | None, *, pending: bool, escaped_pods:
     return Status(f"AppWrapper {name} is {phase}", phase)
 
 
+def held(status: Status, reasons: Sequence[str]) -> Status:
+    """``status`` unless Kueue admitted the object and some of its pods stay gated for
+    ``reasons`` (a release refused, or more pods than admitted): then the object does not
+    run, whatever its AppWrapper's phase says, and its status says which pod waits and why."""
+    if not reasons or status.reason not in ("Running", "Admitted"):
+        return status
+    more = f" ({len(reasons) - 1} more in kubectl get events)" if len(reasons) > 1 else ""
+    return Status(f"Admitted by Kueue, but pods stay gated: {reasons[0]}{more}", "ReleaseHeld",
+                  "Warning")  # fmt: skip
+
+
 def _failure(appwrapper: Mapping[str, Any]) -> str:
     for condition in as_list(as_map(appwrapper.get("status")).get("conditions")):
         condition = as_map(condition)
