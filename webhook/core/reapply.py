@@ -161,8 +161,9 @@ def component_update(new: Mapping[str, Any], old: Mapping[str, Any], namespace: 
 
     The object's spec is the AppWrapper's copy (``spec.components[].template``): an update
     cannot change what the AppWrapper re-creates after a reset or preemption, and a size change
-    would run more than Kueue admitted. So a re-applied manifest, changed or not, is answered
-    as its create was: with the AppWrapper that stands for it."""
+    would run more than Kueue admitted (which ``autowrap-adopted-job-size`` refuses in the
+    apiserver itself, with autowrap up or down). So a re-applied manifest, changed or not, is
+    answered as its create was: with the AppWrapper that stands for it."""
     aw_name = component_of(old)
     if not aw_name or new.get("spec") == old.get("spec"):
         return None
