@@ -942,3 +942,28 @@ def test_a_delete_while_kueue_takes_back_a_resuming_admission_is_the_appwrappers
 
     assert adoption.deletion(resuming, {"metadata": {"uid": "job-uid"}}) is (
         adoption.Deletion.BY_APPWRAPPER)  # fmt: skip
+
+
+def test_a_workload_with_quota_reserved_but_admission_checks_pending_admits_nothing() -> None:
+    """Kueue reserves quota first and writes Admitted only once every admission check (a
+    ProvisioningRequest, MultiKueue) is Ready: until then no pod may run."""
+    reserved = _workload("QuotaReserved")
+    reserved["status"]["admissionChecks"] = [{"name": "provisioning", "state": "Pending"}]
+
+    assert release.admission(AW, [reserved]) is None
+    assert release.admission(AW, [_workload("QuotaReserved", "Admitted")]) is not None
+
+
+def test_a_pod_held_by_another_gate_takes_its_place_as_a_running_one() -> None:
+    """A pod of the object that autowrap's gate no longer holds counts as running even while
+    another gate (a topology or provisioning controller's) holds it: whoever holds that gate
+    lifts it without asking autowrap, so its place is taken (docs/how-it-works.md)."""
+    stored, appwrapper = _two_tasks(workers=2)
+    other = _task_pod(stored, 1, 0, phase="Pending")
+    other["spec"]["schedulingGates"] = [{"name": "example.com/hold"}]
+    gated = [_task_pod(stored, 1, 1)]
+
+    plan = release.release_plan(appwrapper, [other, *gated], release.Admission((1, 1)))
+
+    assert _names(plan) == []
+    assert [h.split(":")[0] for h in plan.held] == ["1 pod(s) of podSet 1 stay gated"]
