@@ -72,7 +72,9 @@ from testbed.pki import client_ssl_context
 JsonDict = dict[str, Any]
 MatchPredicate = Callable[[JsonDict], bool]
 # An in-process validating webhook: the AdmissionRequest dict in, a denial message or None out.
-InProcessValidator = tuple[str, Callable[[JsonDict], "str | None"]]
+# A denial is a message (read as a webhook's, code 400), or a whole Status: an admission
+# plugin of kube-apiserver's own answers with its own code and text.
+InProcessValidator = tuple[str, Callable[[JsonDict], "str | JsonDict | None"]]
 # The storage strategy's validation (what rest.BeforeCreate / rest.BeforeUpdate run): the object
 # and the old object (None on CREATE) in, a metav1.Status failure out, or None when valid.
 ObjectValidation = Callable[[JsonDict, "JsonDict | None"], "JsonDict | None"]
@@ -1219,6 +1221,8 @@ class ApiserverEmulator:
     ) -> None:
         name, deny = validator
         message = deny(self._review(attempt, obj, str(uuid.uuid4()))["request"])
+        if isinstance(message, dict):
+            raise _Reject(message)
         if message is not None:
             raise _Reject(_denial_status(name, {"message": message}))
 

@@ -419,7 +419,9 @@ class FakeCluster:
         assert res is not None
         return self.store.create(res, configuration)
 
-    def add_validating_webhook(self, name: str, deny: Callable[[JsonDict], str | None]) -> None:
+    def add_validating_webhook(
+        self, name: str, deny: Callable[[JsonDict], str | JsonDict | None]
+    ) -> None:
         """An in-process validating webhook (Volcano's validatejob, Kyverno...): ``deny`` gets
         the AdmissionRequest dict (operation, object, oldObject, userInfo...) of every
         CREATE/UPDATE/DELETE of a main resource and returns a denial message or None. It runs

@@ -9,8 +9,9 @@ the owner's ``finalizers`` subresource. Nothing else is asked: a user may name a
 object whose uid they can read, which is why autowrap never trusts an ownerReference alone
 (docs/security.md, "What autowrap trusts").
 
-Installed as an in-process validating hook (``FakeCluster.add_validating_webhook``), its denial
-reads as a webhook's (code 400) where kube-apiserver answers 403 with the same text.
+Installed as an in-process validating hook (``FakeCluster.add_validating_webhook``), it answers
+as kube-apiserver's plugin does: ``admission.NewForbidden``, a 403 whose message names the
+object (``jobs.batch.volcano.sh "train" is forbidden: cannot set an ownerRef …``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ JsonDict = dict[str, Any]
 NAME = "OwnerReferencesPermissionEnforcement"
 
 
-def enforcement(cluster: Any) -> Callable[[JsonDict], str | None]:
+def enforcement(cluster: Any) -> Callable[[JsonDict], str | JsonDict | None]:
     """The plugin's check against ``cluster``'s authorizer (its access rules, then its
     default), as a ``deny`` callable for ``cluster.add_validating_webhook(NAME, ...)``."""
 
@@ -36,7 +37,19 @@ def enforcement(cluster: Any) -> Callable[[JsonDict], str | None]:
         review = authz.Attributes.of_review(username, groups, attrs)
         return authz.decide(review, cluster.access_rules, cluster.rbac, otherwise=otherwise).allowed
 
-    def deny(request: JsonDict) -> str | None:
+    def forbidden(request: JsonDict, why: str) -> JsonDict:
+        """admission.NewForbidden (k8s.io/apiserver pkg/admission/errors.go): a Forbidden
+        StatusError on the object, the plugin's error after "is forbidden: "."""
+        resource = request.get("resource") or {}
+        group, plural = str(resource.get("group") or ""), str(resource.get("resource") or "")
+        qualified = f"{plural}.{group}" if group else plural
+        name = str(request.get("name") or "")
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "code": 403, "reason": "Forbidden",
+                "message": f'{qualified} "{name}" is forbidden: {why}',
+                "details": {"name": name, "group": group, "kind": plural}}  # fmt: skip
+
+    def deny(request: JsonDict) -> str | JsonDict | None:
         operation = request.get("operation")
         if operation not in ("CREATE", "UPDATE") or request.get("subResource"):
             return None
@@ -51,26 +64,29 @@ def enforcement(cluster: Any) -> Callable[[JsonDict], str | None]:
             "resource": resource.get("resource", ""), "subresource": "",
             "namespace": request.get("namespace", ""), "name": request.get("name", ""),
         }):  # fmt: skip
-            return "cannot set an ownerRef on a resource you can't delete"
+            # gc_admission.go: the authorizer's reason and error follow, empty for RBAC's "no".
+            return forbidden(
+                request, "cannot set an ownerRef on a resource you can't delete: , <nil>"
+            )
         before = {str(r.get("uid")) for r in old if r.get("blockOwnerDeletion") is True}
         for ref in new:
             if ref.get("blockOwnerDeletion") is not True or str(ref.get("uid")) in before:
                 continue
             owner = find(cluster.store.resources, str(ref.get("apiVersion")), str(ref.get("kind")))
             if owner is None:
-                return (
+                return forbidden(request, (
                     "cannot set blockOwnerDeletion in this case because cannot find RESTMapping "
                     f"for APIVersion {ref.get('apiVersion')} Kind {ref.get('kind')}"
-                )
+                ))  # fmt: skip
             if not allowed(user, {
                 "verb": "update", "group": owner.group, "resource": owner.plural,
                 "subresource": "finalizers", "namespace": request.get("namespace", ""),
                 "name": str(ref.get("name") or ""),
             }):  # fmt: skip
-                return (
+                return forbidden(request, (
                     "cannot set blockOwnerDeletion if an ownerReference refers to a resource "
-                    "you can't set finalizers on"
-                )
+                    "you can't set finalizers on: , <nil>"
+                ))  # fmt: skip
         return None
 
     return deny

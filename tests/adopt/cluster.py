@@ -185,12 +185,15 @@ async def running_cluster(
     namespace_labels: Mapping[str, str] | None = None,
     mode: str = "Adopt",
     owner_references_enforcement: bool = True,
+    owner_references_component: bool = True,
 ) -> AsyncIterator[Cluster]:
     """``pods=False`` switches Volcano and the kubelet off, ``upstream=False`` every simulator
     (for tests about adoption alone); ``extra_policies`` is a policy file added to the shipped
     ones, ``namespace_labels`` label the user's namespace, ``mode`` is every policy's mode;
     ``owner_references_enforcement=False`` is a cluster without that admission plugin (the
-    upstream default), autowrap then holding deploy/base's grants alone."""
+    upstream default), autowrap then holding deploy/base's grants alone;
+    ``owner_references_component=False`` leaves out the component docs/install.md asks for
+    where the plugin is on."""
     configurations = webhook_configurations()
     emulator = ApiserverEmulator("127.0.0.1", 0, configurations,
                                  match_conditions=cel_predicates(configurations),
@@ -205,7 +208,8 @@ async def running_cluster(
     # component docs/install.md adds there for it.
     if owner_references_enforcement:
         api.add_validating_webhook(owner_references.NAME, owner_references.enforcement(api))
-        api.enforce_rbac(Rbac.from_manifests(OWNER_REFERENCES_COMPONENT), AUTOWRAP.username)
+        if owner_references_component:
+            api.enforce_rbac(Rbac.from_manifests(OWNER_REFERENCES_COMPONENT), AUTOWRAP.username)
     await api.start()
     api.add_namespace(NAMESPACE, labels=dict(namespace_labels or {}))
     api.add_namespace(names.SERVICE_NAMESPACE)

@@ -43,6 +43,16 @@ KUEUE_HOLD_IGNORED = (
 STATUSES_KEPT = 10_000
 # How often an object waiting for a missing resource (the AppWrapper CRD) is looked at again.
 MISSING_RETRY = 30.0
+# kube-apiserver's OwnerReferencesPermissionEnforcement asks `delete` on the object for any
+# ownerReference set on it (plugin/pkg/admission/gc/gc_admission.go); the documented component
+# grants exactly that.
+OWNER_REFERENCE_REFUSED = (
+    "the cluster refused to record its AppWrapper as the {kind}'s owner ({message}); where the "
+    "OwnerReferencesPermissionEnforcement admission plugin is on (OpenShift, hardened clusters) "
+    "autowrap needs delete on what it adopts: install the component "
+    "deploy/components/owner-references-enforcement (docs/install.md, Prerequisites), and "
+    "autowrap adopts it within a minute"
+)
 # How long an AppWrapper queued for an object that is gone is kept: a GitOps tool that deleted
 # the object to re-create it gets it back (re-adopted) rather than a new queue position.
 ORPHAN_GRACE = 60.0
@@ -233,7 +243,20 @@ class Reconciler:
                 await self._wait_for_earlier(obj, appwrapper)
                 return self._Adopted(appwrapper, requeue=WAIT)
         status = self._waiting(adoption.status(appwrapper, pending=False), appwrapper, key)
-        await self._set_owner(obj, appwrapper, status)
+        try:
+            await self._set_owner(obj, appwrapper, status)
+        except ApiFailure as exc:
+            if exc.status != 403:
+                raise
+            # The cluster refuses the controller reference (OwnerReferencesPermissionEnforcement
+            # without its grant, or an operator's RBAC edit): said on the object and to the
+            # operator, and looked at again slowly; the AppWrapper keeps its hold meanwhile,
+            # so Kueue admits nothing.
+            self.counters.fail("owner-reference")
+            text = OWNER_REFERENCE_REFUSED.format(kind=kind_name(obj), message=exc.message)
+            opevents.emit("OwnerReferenceRefused", text, warning=True)
+            await self._report_failure(obj, [text])
+            return self._Adopted(appwrapper, requeue=MISSING_RETRY)
         appwrapper = await self._lift_hold(appwrapper)
         self.counters.adopted += 1
         if status.reason != "Queued":  # the Adopted Event below names the queue
@@ -685,6 +708,12 @@ _PODS = Kind("", "v1", "pods", "Pod")
 # The live read's first page: the pods of most objects in one request, and what someone filled
 # up to 1.5 MiB a pod, a few MiB; the pages after it are sized by bytes.
 _LIVE_FIRST_PAGE = 8
+
+
+def kind_name(obj: Mapping[str, Any]) -> str:
+    """How a user calls the object's kind: Volcano Job, Pod."""
+    kind = str(obj.get("kind") or "object")
+    return "Volcano Job" if kind == "Job" and "volcano" in str(obj.get("apiVersion")) else kind
 
 
 def _finalizers(obj: Mapping[str, Any]) -> list[str]:
