@@ -36,8 +36,10 @@ def ensure(names: Iterable[str], hosts: Path = HOSTS) -> None:
     missing = [n for n in names if n not in known]
     if not missing:
         return
-    with hosts.open("a") as out:
-        if text and not text.endswith("\n"):
-            out.write("\n")
-        for name in missing:
-            out.write(f"127.0.0.1 {name} {MARK}\n")
+    lines = "".join(f"127.0.0.1 {name} {MARK}\n" for name in missing)
+    try:
+        with hosts.open("a") as out:
+            out.write(("\n" if text and not text.endswith("\n") else "") + lines)
+    except PermissionError:
+        raise RuntimeError(f"{hosts} is not writable here; add these lines to it (as root):\n"
+                           f"{lines}") from None  # fmt: skip

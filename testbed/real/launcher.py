@@ -31,16 +31,15 @@ from typing import Any
 
 import yaml
 
-from testbed.real import addons, autowrap, build, controlplane, hosts, kubeapi, manifests
+from testbed.real import addons, autowrap, build, controlplane, hosts, kubeapi, manifests, objects
 from testbed.real.cluster import (
-    CLUSTER_QUEUE,
-    FLAVOR,
     MALLORY,
     NAMESPACE,
     RealCluster,
     add_namespace,
     answers,
 )
+from testbed.real.objects import cluster_queue, probe_appwrapper, probe_vcjob, resource_flavor
 from testbed.real.pki import Authority, service_account_keys
 from testbed.real.processes import ComponentError, Supervisor, free_ports, port_free
 from testbed.real.proxy import ServiceProxy
@@ -48,7 +47,6 @@ from testbed.real.proxy import ServiceProxy
 Obj = dict[str, Any]
 NEEDED = ("kubernetes", "etcd", "kwok", "kueue", "appwrapper", "volcano")
 DEADLINE = 60.0
-NODES = 4
 SERVICE_NAMES = (
     addons.service_host(autowrap.SERVICE, autowrap.NAMESPACE),
     addons.service_host(addons.KUEUE_WEBHOOK, addons.KUEUE_NS),
@@ -168,7 +166,7 @@ class Launch:
                                           self.workdir / "etc" / "kwok-stages.yaml")  # fmt: skip
         sup.start("kwok", controlplane.kwok(self.bin["kwok"].binary("kwok"),
                                             self.kubeconfigs["admin"], stages))  # fmt: skip
-        for index in range(NODES):
+        for index in range(objects.NODES):
             self.admin.apply(controlplane.node(index))
 
     def install_upstream(self) -> None:
@@ -311,68 +309,19 @@ class Launch:
                  timeout=DEADLINE, what="answering its webhooks (Volcano Job dry run)")  # fmt: skip
         self.mark("volcano ready")
         sup.wait("kwok", lambda: self.nodes_ready(),
-                 timeout=DEADLINE, what=f"{NODES} nodes Ready without the not-ready taint")  # fmt: skip
+                 timeout=DEADLINE, what=f"{objects.NODES} nodes Ready without the not-ready taint")  # fmt: skip
         self.mark("nodes ready")
 
     def nodes_ready(self) -> bool:
         listed = self.admin.request("GET", "/api/v1/nodes")
         ready = [n for n in listed["items"] if controlplane.node_ready(n)]
-        return len(ready) == NODES
+        return len(ready) == objects.NODES
 
     def health(self) -> None:
         for name, port in (("kube-controller-manager", self.ports["controller-manager"]),
                            ("kube-scheduler", self.ports["scheduler"])):  # fmt: skip
             self.supervisor.wait(name, functools.partial(answers, port, "/healthz"),
                                  timeout=DEADLINE, what="healthy (/healthz)")  # fmt: skip
-
-
-def resource_flavor() -> Obj:
-    return {
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
-        "metadata": {"name": FLAVOR},
-        "spec": {"nodeLabels": {controlplane.POOL_LABEL: controlplane.POOL},
-                 "tolerations": [{"key": controlplane.GPU, "operator": "Exists",
-                                  "effect": "NoSchedule"}]},
-    }  # fmt: skip
-
-
-def cluster_queue() -> Obj:
-    """All of the four nodes' capacity, as quota."""
-    node = controlplane.node(0)["status"]["capacity"]
-    quota = {"cpu": str(int(node["cpu"]) * NODES), "memory": f"{256 * NODES}Gi",
-             "pods": str(int(node["pods"]) * NODES),
-             controlplane.GPU: str(int(node[controlplane.GPU]) * NODES)}  # fmt: skip
-    return {
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
-        "metadata": {"name": CLUSTER_QUEUE},
-        "spec": {"namespaceSelector": {}, "resourceGroups": [{
-            "coveredResources": list(quota),
-            "flavors": [{"name": FLAVOR, "resources": [
-                {"name": name, "nominalQuota": value} for name, value in quota.items()]}],
-        }]},
-    }  # fmt: skip
-
-
-def probe_appwrapper() -> Obj:
-    """An AppWrapper wrapping a batch Job: Kueue's and the AppWrapper controller's webhooks
-    judge it, autowrap's (Volcano Jobs and Pods only) do not."""
-    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "probe"},
-           "spec": {"template": {"spec": {"restartPolicy": "Never",
-                                          "containers": [{"name": "c", "image": "busybox"}]}}}}  # fmt: skip
-    return {"apiVersion": "workload.codeflare.dev/v1beta2", "kind": "AppWrapper",
-            "metadata": {"name": "readiness-probe", "namespace": "default"},
-            "spec": {"components": [{"template": job}]}}  # fmt: skip
-
-
-def probe_vcjob() -> Obj:
-    return {
-        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
-        "metadata": {"name": "readiness-probe", "namespace": "default"},
-        "spec": {"minAvailable": 1, "schedulerName": "volcano", "tasks": [{
-            "name": "task", "replicas": 1,
-            "template": {"spec": {"restartPolicy": "Never",
-                                  "containers": [{"name": "c", "image": "busybox"}]}}}]},
-    }  # fmt: skip
 
 
 @contextlib.contextmanager
