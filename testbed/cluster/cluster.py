@@ -1466,10 +1466,17 @@ def _effective_user(request: web.Request, user: UserInfo) -> UserInfo:
     for key, value in request.headers.items():
         if key.lower().startswith("impersonate-extra-"):
             extra.setdefault(key[len("impersonate-extra-") :].lower(), []).append(value)
+    groups = list(request.headers.getall("Impersonate-Group", []))
+    if not groups and name.startswith("system:serviceaccount:"):
+        # A ServiceAccount impersonated without groups gets its own (impersonation.go).
+        namespace = name.split(":")[2]
+        groups = ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"]
+    if name != "system:anonymous" and "system:authenticated" not in groups:
+        groups.append("system:authenticated")
     return UserInfo(
         username=name,
         uid=request.headers.get("Impersonate-Uid", ""),
-        groups=tuple(request.headers.getall("Impersonate-Group", [])),
+        groups=tuple(groups),
         extra=extra,
     )
 

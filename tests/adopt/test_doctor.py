@@ -33,6 +33,7 @@ from testbed.cluster.resources import (
     APPWRAPPERS,
     CLUSTERQUEUES,
     CONFIGMAPS,
+    EVENTS,
     KUEUE,
     LEASES,
     LOCALQUEUES,
@@ -63,12 +64,17 @@ def _run(argv: list[str]) -> tuple[int, str, str]:
 
 @contextlib.asynccontextmanager
 async def installed(
-    pki: ServingPki, tmp_path: Path, mode: str = "Adopt"
+    pki: ServingPki, tmp_path: Path, mode: str = "Adopt", *, enforcement: bool = False
 ) -> AsyncIterator[tuple[Cluster, Path]]:
     # A cluster as the release installs into it: without OwnerReferencesPermissionEnforcement,
-    # so deploy/base's grants are all autowrap needs.
+    # so deploy/base's grants are all autowrap needs (``enforcement``: with the plugin on and
+    # the component that goes with it left out).
     async with running_cluster(
-        pki, tmp_path, mode=mode, owner_references_enforcement=False
+        pki,
+        tmp_path,
+        mode=mode,
+        owner_references_enforcement=enforcement,
+        owner_references_component=False,
     ) as cluster:
         rendered = render("base")
         installation.install(cluster.api, rendered, ca_bundle=pki.ca_bundle,
@@ -159,12 +165,16 @@ async def test_a_healthy_install_passes_every_check(installed_cluster: Installed
         f"Deployment autowrap-system/autowrap: autowrap {__version__}, 1/1 ready"
     )
     assert any("-> ClusterQueue cq" in f["found"] for f in _by_check(report, "cluster-queue"))
-    # Read-only: its calls are all listed, and its only writes are SubjectAccessReviews.
+    # Read-only: its calls are all listed, and its only writes are SubjectAccessReviews and
+    # the owner-reference probe's dry run, which stores nothing.
     made = _calls_of(cluster, ADMIN.username)
     assert made and made <= set(kube.DOCTOR_CALLS), made - set(kube.DOCTOR_CALLS)
     assert {c for c in made if c[2] not in ("get", "list")} == {
-        ("authorization.k8s.io", "subjectaccessreviews", "create")
+        ("authorization.k8s.io", "subjectaccessreviews", "create"),
+        ("", "events", "create"),
     }
+    assert not [e for e in cluster.api.store.list(EVENTS, None) if e.get("reason") == "DoctorProbe"]
+    assert [f["level"] for f in _by_check(report, "owner-references")] == ["ok"]
     code, text, _ = await asyncio.to_thread(_run, ["doctor", "--kubeconfig", str(kubeconfig)])
     assert code == cli.EXIT_OK
     assert "ok    lease: Lease autowrap-system/autowrap-controller: held by" in text
@@ -1009,3 +1019,15 @@ def test_the_installed_list_is_read_where_it_is_used_and_must_agree() -> None:
                       "lacks system:kube-controller-manager"),
         (doctor.OK, "0 controller identities may create pods, each in the installed list of 1"),
     ]  # fmt: skip
+
+
+async def test_an_enforced_owner_reference_without_the_component_fails_before_a_user_sees_it(
+    webhook_pki: ServingPki, tmp_path: Path
+) -> None:
+    async with installed(webhook_pki, tmp_path, enforcement=True) as (_, kubeconfig):
+        code, report, _ = await _doctor(kubeconfig)
+    found = _by_check(report, "owner-references")
+    assert [f["level"] for f in found] == ["fail"], found
+    assert "enforces OwnerReferencesPermissionEnforcement" in found[0]["found"]
+    assert "deploy/components/owner-references-enforcement/rbac.yaml" in found[0]["fix"]
+    assert code != cli.EXIT_OK

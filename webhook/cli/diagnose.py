@@ -136,6 +136,44 @@ async def _access(
     return await reader.attempt("access", all_of, {})
 
 
+async def _owner_references(
+    reader: Reader, namespace: str, access: Mapping[tuple[str, str, str, str], bool]
+) -> str:
+    """Whether the cluster would refuse the controller reference autowrap sets on what it
+    adopts: "granted" (autowrap may delete Volcano Jobs and Pods, the component's grant),
+    "enforced" or "not enforced" (OwnerReferencesPermissionEnforcement), or why it could not
+    be told. The plugin is recognised by what it asks of a create (gc_admission.go Validate):
+    a create may name any owner, but ``blockOwnerDeletion`` needs ``update`` on the owner's
+    finalizers, which autowrap's ServiceAccount has on nothing. So a server-side dry run of an
+    Event blocking its owner's deletion, made as autowrap, is refused exactly where the plugin
+    is on; nothing is stored either way."""
+    if all(
+        access.get((g, r, "delete", "")) for g, r in (("batch.volcano.sh", "jobs"), ("", "pods"))
+    ):
+        return "granted"
+    user, _ = service_account(namespace)
+    event = {"apiVersion": "v1", "kind": "Event",
+             "metadata": {"generateName": "autowrap-doctor-", "namespace": namespace,
+                          "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                                               "name": names.SERVICE_NAME,
+                                               "uid": "00000000-0000-0000-0000-000000000000",
+                                               "blockOwnerDeletion": True}]},
+             "involvedObject": {"kind": "Deployment", "namespace": namespace,
+                                "name": names.SERVICE_NAME},
+             "reason": "DoctorProbe", "message": "autowrap doctor: a dry run, never stored",
+             "type": "Normal"}  # fmt: skip
+    try:
+        await reader.api.impersonating(user).create(
+            kube.EVENTS, namespace, event, timeout=TIMEOUT, dry_run=True
+        )
+    except ports.ApiFailure as exc:
+        if exc.status == 403 and "cannot set blockOwnerDeletion" in exc.message:
+            return "enforced"
+        code = f"HTTP {exc.status}" if exc.status else "no answer"
+        return f"unknown: {code}: {exc.message}"
+    return "not enforced"
+
+
 async def _all_of(reader: Reader, key: str, *kinds: Kind) -> list[Obj]:
     """Every object of ``kinds`` in every namespace, each stamped with its kind (the items of
     a LIST carry none)."""
@@ -219,6 +257,7 @@ async def read(api: Api, *, install_namespace: str, only_namespace: str = "") ->
                     fname = str(as_map(flavor).get("name") or "")
                     if fname and fname not in flavors:
                         flavors[fname] = await reader.get("flavors", flavors_kind, None, fname)
+    access = await _access(reader, ns, needed)
     return doctor.Facts(
         install_namespace=ns,
         now=datetime.datetime.now(datetime.UTC),
@@ -257,7 +296,8 @@ async def read(api: Api, *, install_namespace: str, only_namespace: str = "") ->
         certificate=certificate,
         deployment=deployment,
         needed=needed,
-        access=await _access(reader, ns, needed),
+        access=access,
+        owner_references=await _owner_references(reader, ns, access),
         workloads=await _all_of(reader, "workloads", kube.DEPLOYMENTS, STATEFULSETS),
         rbac_roles=await _all_of(reader, "rbac_objects", CLUSTER_ROLES, ROLES),
         rbac_bindings=await _all_of(reader, "rbac_objects", CLUSTER_ROLE_BINDINGS, ROLE_BINDINGS),

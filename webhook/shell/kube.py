@@ -199,7 +199,7 @@ RBAC: Final = API_CALLS + CONTROLLER_CALLS + COMPONENT_CREATE + METRICS_AUTH_CAL
 
 # ``autowrap doctor``: the calls it makes with the user's own kubeconfig, never autowrap's
 # ServiceAccount's (so they are not in ``RBAC``, and ``deploy/`` does not grant them). Reads,
-# and SubjectAccessReviews about autowrap's ServiceAccount; with ``--smoke``, the create,
+# SubjectAccessReviews about autowrap's ServiceAccount and one dry run made as it; with ``--smoke``, the create,
 # watch and delete of one small Volcano Job and one Pod in the namespace given.
 DOCTOR_CALLS: Final = (
     ("", "namespaces", "list"),
@@ -225,6 +225,10 @@ DOCTOR_CALLS: Final = (
     (KUEUE_GROUP, "clusterqueues", "get"),
     (KUEUE_GROUP, "resourceflavors", "get"),
     ("cert-manager.io", "certificates", "get"),
+    # Whether OwnerReferencesPermissionEnforcement would refuse adoption: one dry-run Event
+    # (never stored) made as autowrap's ServiceAccount, impersonated.
+    ("", "serviceaccounts", "impersonate"),
+    ("", "events", "create"),
 )
 SMOKE_CALLS: Final = (
     ("batch.volcano.sh", "jobs", "create"),
@@ -373,11 +377,19 @@ class Api:
     every event three times). Every call carries an explicit timeout.
     """
 
-    def __init__(self, api_client: Any) -> None:
+    def __init__(self, api_client: Any, *, headers: Mapping[str, str] | None = None) -> None:
         self._api_client = api_client
         # Told of every call ``request`` makes: (call, HTTP status or None, seconds).
         self.observe: Callable[[str, int | None, float], None] | None = None
         self._me: provenance.Me | None = None
+        self._headers = dict(headers or {})
+
+    def impersonating(self, user: str) -> Api:
+        """The same connection, each request made as ``user`` (Impersonate-User, which the
+        caller's own credentials must be allowed; a ServiceAccount's groups are added by the
+        apiserver): how ``autowrap doctor`` asks the cluster what it would answer autowrap's
+        ServiceAccount, without its token."""
+        return Api(self._api_client, headers={"Impersonate-User": user})
 
     @classmethod
     async def connect(cls, kubeconfig: str | None) -> Api:
@@ -409,6 +421,7 @@ class Api:
         plugin's token is refreshed here when it expired) and the session's request options."""
         configuration = self._api_client.configuration
         headers: dict[str, str] = dict(self._api_client.default_headers)
+        headers.update(self._headers)
         headers["Accept"] = accept
         if content_type:
             headers["Content-Type"] = content_type

@@ -58,6 +58,7 @@ from webhook.cli.doctor.itself import (
     admission_policies,
     endpoints,
     lease,
+    owner_references,
     running,
     self_managed,
     webhook_configurations,
@@ -94,6 +95,8 @@ def judge(facts: Facts) -> list[Finding]:
     out += ca_bundles(facts)
     out.append(lease(facts))
     out += access(facts)
+    if (references := owner_references(facts)) is not None:
+        out.append(references)
     out += controller_identities(facts)
     out += policies(facts)
     return out
@@ -152,6 +155,7 @@ __all__ = [
     "kueue_integration",
     "kueue_version",
     "lease",
+    "owner_references",
     "parse_version",
     "partition_policy",
     "pod_creators",

@@ -131,6 +131,9 @@ class Facts:
     needed: Sequence[tuple[str, str, str, str]] = ()
     # (group, resource, verb, namespace) -> allowed, for autowrap's ServiceAccount.
     access: Mapping[tuple[str, str, str, str], bool] = field(default_factory=dict)
+    # Whether the cluster lets autowrap set the owner references adoption sets
+    # (diagnose._owner_references): "granted", "enforced", "not enforced", "unknown: why".
+    owner_references: str = ""
     # Every Deployment and StatefulSet, and the RBAC that says which of them may create pods
     # (the controllers the installed identities list must name: doctor.identities).
     workloads: Sequence[Obj] = ()

@@ -274,3 +274,34 @@ def access(facts: Facts) -> list[Finding]:
         out.append(Finding("autowrap", "rbac-excess", OK,
                            f"{account} has none of the grants docs/security.md rules out"))  # fmt: skip
     return out
+
+
+def owner_references(facts: Facts) -> Finding | None:
+    """Whether adoption's controller reference will be accepted: where the cluster enforces
+    OwnerReferencesPermissionEnforcement, autowrap needs the component's delete grant, and
+    without it every adoption stops there (docs/install.md, Prerequisites)."""
+    state = facts.owner_references
+    component = "deploy/components/owner-references-enforcement"
+    if not state:
+        return None
+    if state == "granted":
+        return Finding("autowrap", "owner-references", OK,
+                       f"autowrap may set the owner references adoption sets ({component} "
+                       "is installed)")  # fmt: skip
+    if state == "not enforced":
+        return Finding("autowrap", "owner-references", OK,
+                       "this cluster does not enforce OwnerReferencesPermissionEnforcement: "
+                       f"{component} is not needed")  # fmt: skip
+    if state == "enforced":
+        return Finding("autowrap", "owner-references", FAIL,
+                       "this cluster enforces OwnerReferencesPermissionEnforcement and "
+                       "autowrap may not delete Volcano Jobs and Pods, so it cannot record an "
+                       "AppWrapper as the owner of what it adopts: every adopted job would "
+                       "stay queued",
+                       f"kubectl apply -f {component}/rbac.yaml (or add {component} to your "
+                       "kustomization's components:)")  # fmt: skip
+    return Finding("autowrap", "owner-references", WARN,
+                   "could not tell whether the cluster enforces "
+                   f"OwnerReferencesPermissionEnforcement ({state.removeprefix('unknown: ')})",
+                   "run autowrap doctor as a user who may impersonate ServiceAccounts (a "
+                   f"cluster administrator), or install {component} where the plugin is on")  # fmt: skip
