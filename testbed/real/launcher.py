@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import fcntl
 import functools
 import os
 import shutil
@@ -324,6 +325,9 @@ class Launch:
                                  timeout=DEADLINE, what="healthy (/healthz)")  # fmt: skip
 
 
+LOCK_PATH = Path(tempfile.gettempdir()) / "autowrap-real-cluster.lock"
+
+
 @contextlib.contextmanager
 def launch(workdir: Path | None = None, *, replicas: int = 1) -> Iterator[RealCluster]:
     """The whole cluster up, yielded; stopped (and a temporary ``workdir`` removed) on exit."""
@@ -335,6 +339,10 @@ def launch(workdir: Path | None = None, *, replicas: int = 1) -> Iterator[RealCl
     assert directory is not None
     run = Launch(directory)
     cluster: RealCluster | None = None
+    # One real cluster on a machine at a time: its ports (the AppWrapper webhook's 9443 is
+    # fixed) and /etc/hosts names are the machine's. A second session waits its turn.
+    lock = open(LOCK_PATH, "w")  # noqa: SIM115 (held for the whole session, closed below)
+    fcntl.flock(lock, fcntl.LOCK_EX)
     try:
         run.prepare()
         run.control_plane()
@@ -357,6 +365,8 @@ def launch(workdir: Path | None = None, *, replicas: int = 1) -> Iterator[RealCl
         run.pool.shutdown(wait=False, cancel_futures=True)
         if owned:
             shutil.rmtree(directory, ignore_errors=True)
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        lock.close()
 
 
 def _interrupt(signum: int, frame: object) -> None:
