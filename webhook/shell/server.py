@@ -664,6 +664,7 @@ class Running:
     tasks: list[asyncio.Task[None]]
     # The development pair's directory (no --cert-dir): its private keys go when the server does.
     scratch: Path | None = None
+    stopped: bool = False
 
     @property
     def port(self) -> int:
@@ -674,7 +675,11 @@ class Running:
         return int(self.metrics_runner.addresses[0][1])
 
     async def drain(self) -> None:
-        """Unready, close the listener, let in-flight requests finish, then release all."""
+        """Unready, close the listener, let in-flight requests finish, then release all. A
+        second call (a second SIGTERM) finds nothing left to do."""
+        if self.stopped:
+            return
+        self.stopped = True
         state = self.state
         state.draining = True
         log.info("draining", extra={"fields": {"in_flight": state.in_flight}})
@@ -692,6 +697,10 @@ class Running:
             drained = False
         await self.runner.cleanup()
         await self.metrics_runner.cleanup()
+        # The cancelled tasks finish before the client they use is closed: the controller's
+        # last step gives its Lease up (ReleaseOnCancel), so the next replica leads at once
+        # rather than after the Lease expires.
+        await _finished(self.tasks, _TASKS_GRACE)
         state.heavy.close()
         events = opevents.installed()
         if events is not None:
@@ -704,6 +713,18 @@ class Running:
         if self.scratch is not None:
             shutil.rmtree(self.scratch, ignore_errors=True)
         log.info("stopped", extra={"fields": {"in_flight": state.in_flight, "drained": drained}})
+
+
+# How long a drain waits for its cancelled tasks (the Lease's release is one API call).
+_TASKS_GRACE = 5.0
+
+
+async def _finished(tasks: list[asyncio.Task[None]], grace: float) -> None:
+    """Wait until every task has ended, at most ``grace`` seconds; their exceptions are theirs
+    (a cancelled task's CancelledError is the expected end)."""
+    pending = [t for t in tasks if not t.done()]
+    if pending:
+        await asyncio.wait(pending, timeout=grace)
 
 
 @dataclass(frozen=True)
