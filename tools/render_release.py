@@ -11,7 +11,7 @@ The same files for your cluster, written to a directory of your choice (deploy/r
 alone):
 
     python -m tools.render_release --out my-release \\
-        [--namespace platform-webhooks] [--image registry.example/autowrap:0.4.1] \\
+        [--namespace platform-webhooks] [--image registry.example/autowrap:0.5.0] \\
         [--policies my-policies/] [--variant self-managed ...]
 
 --namespace installs into that namespace, and carries it everywhere it is written (through
@@ -83,7 +83,7 @@ def parse_image(ref: str) -> Image:
         if name:
             return Image(name, tag=tag)
     raise UsageError(
-        f"--image {ref}: give a tag or a digest (for example {ref}:0.4.1), so that every "
+        f"--image {ref}: give a tag or a digest (for example {ref}:0.5.0), so that every "
         "replica runs the same build"
     )
 

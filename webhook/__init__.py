@@ -1,3 +1,3 @@
 """autowrap: wraps Volcano Jobs and Pods into Kueue-queued AppWrappers at admission time."""
 
-__version__ = "0.4.1"
+__version__ = "0.5.0"

@@ -213,12 +213,12 @@ async def test_the_policies_know_autowrap_by_its_new_service_account(tmp_path: P
 def test_release_files_for_a_chosen_namespace_and_image(tmp_path: Path) -> None:
     out = tmp_path / "release"
     assert render_release.main(["--out", str(out), "--namespace", TARGET, "--image",
-                                "registry.example:5000/ml/autowrap:0.4.1"]) == 0  # fmt: skip
+                                "registry.example:5000/ml/autowrap:0.5.0"]) == 0  # fmt: skip
     written = sorted(p.name for p in out.iterdir())
     assert written == sorted(f"autowrap-{v}.yaml" for v in render_release.VARIANTS)
     text = (out / "autowrap-cert-manager.yaml").read_text()
     assert text == _overlay(tmp_path / "kustomize", "cert-manager").replace(
-        "ghcr.io/autowrap/autowrap:0.4.1", "registry.example:5000/ml/autowrap:0.4.1"
+        "ghcr.io/autowrap/autowrap:0.5.0", "registry.example:5000/ml/autowrap:0.5.0"
     )
     for path in out.iterdir():
         text = path.read_text()
@@ -229,7 +229,7 @@ def test_release_files_for_a_chosen_namespace_and_image(tmp_path: Path) -> None:
             if d["kind"] == "Deployment"
             for c in d["spec"]["template"]["spec"]["containers"]
         }
-        assert images == {"registry.example:5000/ml/autowrap:0.4.1"}
+        assert images == {"registry.example:5000/ml/autowrap:0.5.0"}
 
 
 def test_release_files_with_a_digest_and_another_policy_set(tmp_path: Path) -> None:

@@ -1096,7 +1096,7 @@ def test_server_listens_where_the_manifests_point(rendered: tuple[Obj, ...]) -> 
 
 
 def test_image_is_the_release_image(rendered: tuple[Obj, ...]) -> None:
-    assert container(rendered)["image"] == "ghcr.io/autowrap/autowrap:0.4.1"
+    assert container(rendered)["image"] == "ghcr.io/autowrap/autowrap:0.5.0"
 
 
 def test_policies_reach_the_policy_dir_from_the_policies_configmap(

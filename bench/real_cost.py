@@ -1,0 +1,324 @@
+"""What autowrap costs a real control plane: ``python -m bench.real_cost [--jobs N]``.
+
+On the real control plane of ``testbed.real`` (kube-apiserver, Kueue, the AppWrapper
+controller, Volcano, KWOK nodes, autowrap served from the host), bursts of N one-pod workloads
+are created at once (one ``kubectl create -f`` of N documents) and followed until every pod
+runs. Each burst reports:
+
+* the time from the create until every pod is Running;
+* CPU seconds per process (utime + stime from ``/proc/<pid>/stat``, whole process groups),
+  and per workload;
+* kube-apiserver's own view of every admission webhook it called
+  (``apiserver_admission_webhook_admission_duration_seconds``: count, mean, p50 and p99
+  interpolated from the histogram's buckets as ``histogram_quantile`` does);
+* API requests the apiserver served (``apiserver_request_total``) and those autowrap made
+  (``autowrap_kube_api_request_duration_seconds_count``), per workload, by verb and resource.
+
+The bursts: with autowrap's webhook configurations removed (the baseline), unlabelled Volcano
+Jobs and Pods, and AppWrappers written by hand the way a user without autowrap submits them;
+with autowrap installed, the same unlabelled ones (what autowrap costs work it leaves alone),
+labelled Volcano Jobs and labelled Pods in adopt mode. The figures are printed and written as
+JSON (``--out``); docs/performance.md keeps them. Timings are measured here, never asserted by
+a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from testbed.real import launcher
+from testbed.real.cluster import RealCluster
+
+Obj = dict[str, Any]
+TICKS = os.sysconf("SC_CLK_TCK")
+RUNNING_DEADLINE = 900.0
+WEBHOOK_METRIC = "apiserver_admission_webhook_admission_duration_seconds"
+_SAMPLE = re.compile(
+    r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})? (?P<value>\S+)$"
+)
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+# Small enough that 500 fit on the four KWOK nodes (32 cpu, 110 pods each) and in the quota.
+SMALL: Obj = {"limits": {"cpu": "100m", "memory": "64Mi"}}
+
+
+# --- what a burst creates ---------------------------------------------------------------------
+
+
+def volcano_job(name: str, namespace: str, *, labelled: bool) -> Obj:
+    labels = {"autowrap.io/wrap": "true"} if labelled else {}
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {"schedulerName": "volcano", "minAvailable": 1, "tasks": [{
+            "name": "worker", "replicas": 1,
+            "template": {"spec": {"restartPolicy": "Never", "containers": [{
+                "name": "trainer", "image": "torch:2.4", "command": ["torchrun", "train.py"],
+                "resources": SMALL}]}}}]},
+    }  # fmt: skip
+
+
+def pod(name: str, namespace: str, *, labelled: bool) -> Obj:
+    labels = {"autowrap.io/wrap": "true"} if labelled else {}
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {"restartPolicy": "Never", "containers": [{
+            "name": "main", "image": "torch:2.4",
+            "resources": SMALL}]},
+    }  # fmt: skip
+
+
+def handwritten(name: str, namespace: str, *, queue: str) -> Obj:
+    """An AppWrapper as a user without autowrap writes it: the Volcano Job inside, labelled for
+    Kueue, with the podSet declared."""
+    job = volcano_job(name, namespace, labelled=False)
+    del job["metadata"]["namespace"]
+    return {
+        "apiVersion": "workload.codeflare.dev/v1beta2", "kind": "AppWrapper",
+        "metadata": {"name": name, "namespace": namespace,
+                     "labels": {"kueue.x-k8s.io/queue-name": queue}},
+        "spec": {"components": [{"template": job, "podSets": [
+            {"path": "template.spec.tasks[0].template", "replicas": 1}]}]},
+    }  # fmt: skip
+
+
+# --- what is measured -----------------------------------------------------------------------------
+
+
+def cpu_seconds(cluster: RealCluster) -> dict[str, float]:
+    """CPU used so far by each supervised process's group (a replica's workers included)."""
+    out: dict[str, float] = {}
+    for name, process in cluster.supervisor.processes.items():
+        if not process.running:
+            continue
+        group = os.getpgid(process.popen.pid)
+        total = 0.0
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == group:  # pgrp
+                total += (int(fields[11]) + int(fields[12])) / TICKS
+        out[name] = total
+    return out
+
+
+def samples(text: str) -> list[tuple[str, dict[str, str], float]]:
+    found = []
+    for line in text.splitlines():
+        match = _SAMPLE.match(line)
+        if match is None or line.startswith("#"):
+            continue
+        labels = dict(_LABEL.findall(match.group("labels") or ""))
+        try:
+            found.append((match.group("name"), labels, float(match.group("value"))))
+        except ValueError:
+            continue
+    return found
+
+
+def _delta(after: float, before: float) -> float:
+    return max(after - before, 0.0)
+
+
+def webhooks(before: str, after: str) -> dict[str, dict[str, float]]:
+    """Per webhook name: calls, mean, p50 and p99 seconds during the burst (bucket deltas)."""
+
+    def table(text: str) -> dict[tuple[str, str], float]:
+        out: dict[tuple[str, str], float] = defaultdict(float)
+        for name, labels, value in samples(text):
+            if not name.startswith(WEBHOOK_METRIC):
+                continue
+            suffix = name[len(WEBHOOK_METRIC) :]
+            out[(labels.get("name", ""), f"{suffix}:{labels.get('le', '')}")] += value
+        return out
+
+    old, new = table(before), table(after)
+    names = sorted({hook for hook, _ in new})
+    result: dict[str, dict[str, float]] = {}
+    for hook in names:
+        count = _delta(new.get((hook, "_count:"), 0), old.get((hook, "_count:"), 0))
+        if not count:
+            continue
+        total = _delta(new.get((hook, "_sum:"), 0), old.get((hook, "_sum:"), 0))
+        buckets = sorted(
+            (float(key.split(":", 1)[1]), _delta(value, old.get((h, key), 0)))
+            for (h, key), value in new.items()
+            if h == hook and key.startswith("_bucket:")
+        )
+        result[hook] = {"calls": count, "mean_ms": 1000 * total / count,
+                        "p50_ms": 1000 * quantile(0.5, buckets),
+                        "p99_ms": 1000 * quantile(0.99, buckets)}  # fmt: skip
+    return result
+
+
+def quantile(q: float, buckets: list[tuple[float, float]]) -> float:
+    """histogram_quantile over cumulative buckets (upper bound, count), linear in a bucket."""
+    if not buckets:
+        return 0.0
+    total = buckets[-1][1]
+    rank = q * total
+    lower, below = 0.0, 0.0
+    for bound, cumulative in buckets:
+        if cumulative >= rank:
+            if bound == float("inf"):
+                return lower
+            inside = cumulative - below
+            return lower + (bound - lower) * ((rank - below) / inside if inside else 0.0)
+        lower, below = bound, cumulative
+    return lower
+
+
+def requests(before: str, after: str, metric: str, keys: tuple[str, ...]) -> dict[str, float]:
+    """A counter's growth during the burst, summed by the labels ``keys``."""
+
+    def table(text: str) -> dict[str, float]:
+        out: dict[str, float] = defaultdict(float)
+        for name, labels, value in samples(text):
+            if name == metric:
+                out[" ".join(labels.get(k, "") for k in keys)] += value
+        return out
+
+    old, new = table(before), table(after)
+    return {
+        k: _delta(v, old.get(k, 0.0)) for k, v in sorted(new.items()) if _delta(v, old.get(k, 0.0))
+    }
+
+
+# --- a burst ----------------------------------------------------------------------------------------
+
+
+def running_pods(cluster: RealCluster, namespace: str) -> int:
+    listed = cluster.admin.get(f"/api/v1/namespaces/{namespace}/pods") or {}
+    return sum(
+        1
+        for p in listed.get("items") or []
+        if (p.get("status") or {}).get("phase") == "Running"
+        and not (p.get("spec") or {}).get("schedulingGates")
+    )
+
+
+def burst(
+    cluster: RealCluster, what: str, namespace: str, build: Callable[[str, str], Obj], count: int
+) -> Obj:
+    cluster.add_namespace(namespace)
+    documents = [build(f"{what}-{i:04d}", namespace) for i in range(count)]
+    text = "---\n".join(yaml.safe_dump(d) for d in documents)
+    metrics_before = cluster.apiserver_metrics()
+    autowrap_before = _autowrap_metrics(cluster)
+    cpu_before = cpu_seconds(cluster)
+    started = time.monotonic()
+    created = cluster.kubectl("create", "-f", "-", input=text, timeout=600)
+    created_s = time.monotonic() - started
+    if created.returncode != 0:
+        raise RuntimeError(f"{what}: kubectl create failed: {created.stderr[-2000:]}")
+    deadline = started + RUNNING_DEADLINE
+    while running_pods(cluster, namespace) < count:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what}: not every pod ran within {RUNNING_DEADLINE:.0f} s")
+        time.sleep(0.25)
+    running_s = time.monotonic() - started
+    cpu_after = cpu_seconds(cluster)
+    metrics_after = cluster.apiserver_metrics()
+    autowrap_after = _autowrap_metrics(cluster)
+    cpu = {k: round(_delta(v, cpu_before.get(k, 0.0)), 3) for k, v in cpu_after.items()}
+    served = requests(
+        metrics_before, metrics_after, "apiserver_request_total", ("verb", "resource")
+    )
+    autowrap_calls = requests(autowrap_before, autowrap_after,
+                              "autowrap_kube_api_request_duration_seconds_count", ("call",))  # fmt: skip
+    return {
+        "what": what, "count": count, "create_s": round(created_s, 2),
+        "all_running_s": round(running_s, 2), "cpu_s": cpu,
+        "cpu_ms_per_workload": {k: round(1000 * v / count, 2) for k, v in cpu.items()},
+        "webhooks": {k: {m: round(v, 2) for m, v in f.items()}
+                     for k, f in webhooks(metrics_before, metrics_after).items()},
+        "apiserver_requests_per_workload": {k: round(v / count, 2) for k, v in served.items()},
+        "autowrap_calls_per_workload": {k: round(v / count, 2) for k, v in autowrap_calls.items()},
+    }  # fmt: skip
+
+
+def _autowrap_metrics(cluster: RealCluster) -> str:
+    return "\n".join(cluster.autowrap_metrics(r.name) for r in cluster.running_replicas())
+
+
+# --- autowrap's webhooks out and back -------------------------------------------------------------
+
+CONFIGURATIONS = (("mutatingwebhookconfiguration", "autowrap-mutating"),
+                  ("validatingwebhookconfiguration", "autowrap-validating"))  # fmt: skip
+
+
+def remove_webhooks(cluster: RealCluster) -> list[Obj]:
+    saved = []
+    for kind, name in CONFIGURATIONS:
+        found = cluster.kubectl("get", kind, name, "-o", "json")
+        if found.returncode != 0:
+            raise RuntimeError(found.stderr)
+        obj = json.loads(found.stdout)
+        for key in ("resourceVersion", "uid", "creationTimestamp", "managedFields", "generation"):
+            obj["metadata"].pop(key, None)
+        saved.append(obj)
+        cluster.kubectl("delete", kind, name)
+    return saved
+
+
+def restore_webhooks(cluster: RealCluster, saved: list[Obj]) -> None:
+    for obj in saved:
+        done = cluster.kubectl("create", "-f", "-", input=json.dumps(obj))
+        if done.returncode != 0:
+            raise RuntimeError(done.stderr)
+
+
+def run(count: int) -> Obj:
+    results: list[Obj] = []
+    with launcher.launch() as cluster:
+        saved = remove_webhooks(cluster)
+        try:
+            time.sleep(2.0)  # the apiserver's webhook configuration cache follows a watch
+            results.append(burst(cluster, "base-jobs", "bench-base-jobs",
+                                 lambda n, ns: volcano_job(n, ns, labelled=False), count))  # fmt: skip
+            results.append(burst(cluster, "base-pods", "bench-base-pods",
+                                 lambda n, ns: pod(n, ns, labelled=False), count))  # fmt: skip
+            results.append(burst(cluster, "handwritten", "bench-handwritten",
+                                 lambda n, ns: handwritten(n, ns, queue="team-queue"), count))  # fmt: skip
+        finally:
+            restore_webhooks(cluster, saved)
+        time.sleep(2.0)
+        results.append(burst(cluster, "unlabelled-jobs", "bench-unlabelled-jobs",
+                             lambda n, ns: volcano_job(n, ns, labelled=False), count))  # fmt: skip
+        results.append(burst(cluster, "unlabelled-pods", "bench-unlabelled-pods",
+                             lambda n, ns: pod(n, ns, labelled=False), count))  # fmt: skip
+        results.append(burst(cluster, "adopt-jobs", "bench-adopt-jobs",
+                             lambda n, ns: volcano_job(n, ns, labelled=True), count))  # fmt: skip
+        results.append(burst(cluster, "adopt-pods", "bench-adopt-pods",
+                             lambda n, ns: pod(n, ns, labelled=True), count))  # fmt: skip
+    return {"jobs": count, "bursts": results}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.real_cost", description=__doc__)
+    parser.add_argument("--jobs", type=int, default=100, help="workloads per burst (default 100)")
+    parser.add_argument("--out", type=Path, help="write the figures here as JSON")
+    args = parser.parse_args()
+    figures = run(args.jobs)
+    text = json.dumps(figures, indent=2)
+    if args.out:
+        args.out.write_text(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
