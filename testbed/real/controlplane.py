@@ -35,6 +35,8 @@ KWOK_STAGES = (
     "kustomize/stage/pod/fast/pod-delete.yaml",
 )
 NODE_ANNOTATION = "kwok.x-k8s.io/node"
+# What kwokctl and the kubelet use: renewed every quarter of it.
+NODE_LEASE_SECONDS = 40
 GPU = "nvidia.com/gpu"
 POOL_LABEL = "cloud.example/pool"
 POOL = "a100"
@@ -117,6 +119,12 @@ def kwok(binary: Path, kubeconfig: Path, stages: Path) -> list[str]:
         "--manage-all-nodes=false",
         f"--manage-nodes-with-annotation-selector={NODE_ANNOTATION}=fake",
         f"--cidr={POD_CIDR}",
+        # A kubelet renews its node's Lease in kube-node-lease; the heartbeat-with-lease stage
+        # posts node status only every 10 to 20 minutes and counts on that Lease. Without it
+        # the node-lifecycle controller finds the nodes silent after its grace period, sets
+        # every pod there Ready=False (which nothing sets back: the pod-ready stage only reads
+        # Pending pods) and taints the nodes for eviction.
+        f"--node-lease-duration-seconds={NODE_LEASE_SECONDS}",
     ]  # fmt: skip
 
 
