@@ -203,9 +203,11 @@ def test_explain_of_a_file_says_what_happens_to_each_document(tmp_path, capsys):
     assert code == 0
     assert lines[0] == "Job default/good: wrapped into AppWrapper default/good"
     assert lines[1].startswith("  policy 'default'")
-    assert lines[2].startswith("Job default/plain: unchanged: no label autowrap.io/wrap=true")
-    assert lines[3].startswith("  policy 'default'")
-    assert len(lines) == 4
+    assert lines[2].startswith("  mode: Adopt (autowrap's default), enforcement: Enforce (policy")
+    assert lines[3].startswith("Job default/plain: unchanged: no label autowrap.io/wrap=true")
+    assert lines[4].startswith("  policy 'default'")
+    assert lines[5].startswith("  mode: Adopt")
+    assert len(lines) == 6
 
 
 def test_render_explain_reports_on_stderr(tmp_path, capsys):
@@ -247,7 +249,13 @@ def test_explain_of_a_rejected_job_says_rejected_and_exits_1(tmp_path, capsys):
     assert code == 1
     assert lines[0].startswith("Job default/bad: rejected: 1 error")
     assert lines[1].startswith("  error: spec.tasks[0].template.spec.containers[0].env[0]: RANK")
-    assert "wrapped" not in out and out.count("policy 'default'") == 1
+    assert "wrapped" not in out
+    assert [line for line in lines if "policy 'default'" in line] == [
+        lines[2],
+        "  mode: Adopt (autowrap's default), enforcement: Enforce (policy 'default') "
+        "(autowrap explain -n default lists every value and its policy)",
+    ]
+    assert lines[2].startswith("  policy 'default'")
 
 
 def test_check_explain_never_says_wrapped_for_a_rejected_job(tmp_path, capsys):

@@ -138,7 +138,7 @@ def _needs_namespace_label(
     return [
         Finding(
             str(ROOT.child("metadata", "namespace")),
-            f"policy {match.policy.name!r} says wrap: Always, but the webhooks send unlabelled "
+            f"policy {match.named_for('wrap')!r} says wrap: Always, but the webhooks send unlabelled "
             f"objects to autowrap only from namespaces labelled {NAMESPACE_ALWAYS}; in a "
             f"namespace without it this {obj.get('kind')} is created as is and runs outside "
             f"Kueue's quota. Label the namespace (kubectl label namespace {namespace} "

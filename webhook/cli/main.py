@@ -23,7 +23,7 @@ import orjson
 import yaml
 
 from webhook import __version__
-from webhook.cli import clusterview, podview, policytests
+from webhook.cli import clusterview, podview, policytests, policyview
 from webhook.cli.inputs import Document, InputError, read_all, read_documents
 from webhook.cli.summary import Finding, Result, Summary, errors, summarize
 from webhook.core import adoption, engine, reapply
@@ -467,11 +467,13 @@ def cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextI
     if documents is None:
         namespace = args.namespace or "default"
         match = policies.match(namespace, labels)
-        print(
-            match.reason if match else "no policy covers this namespace: nothing is wrapped",
-            file=out,
-        )
-        if match is not None and match.policy.spec.wrap is WrapMode.ALWAYS:
+        if match is None:
+            print("no policy covers this namespace: nothing is wrapped", file=out)
+            return EXIT_OK
+        print(match.reason, file=out)
+        for line in policyview.lines(match):
+            print(line, file=out)
+        if match.policy.spec.wrap is WrapMode.ALWAYS:
             print(clusterview.always_needs_label(match.policy.name, namespace, labels), file=out)
         return EXIT_OK
     note_namespaces(documents, labels, err)
@@ -484,6 +486,12 @@ def cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextI
             print(f"  {paint('warning', out)}: {finding.render()}", file=out)
         if ev.summary.policy_reason not in ev.summary.reason:
             print(f"  {ev.summary.policy_reason}", file=out)
+        if ev.outcome.match is not None:
+            print(
+                f"  {policyview.mode_line(ev.outcome.match)} (autowrap explain -n "
+                f"{ev.namespace} lists every value and its policy)",
+                file=out,
+            )
     return _exit_code(evaluated, 0)
 
 

@@ -95,7 +95,7 @@ def summarize(outcome: engine.Outcome) -> Summary:
     if audited and match is not None:
         reason += (
             f" ({errors(len(outcome.errors))} reported as warnings: policy "
-            f"{match.policy.name!r} only audits)"
+            f"{match.named_for('enforcement')!r} only audits)"
         )
     return Summary(
         result=result,

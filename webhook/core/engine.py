@@ -163,7 +163,7 @@ def _not_a_candidate(
     triggers = f"label {names.WRAP_LABEL}=true"
     if adapter.queue_label_requests_wrap:
         triggers += f" or {names.QUEUE_LABEL}"
-    return f"no {triggers}, and policy {match.policy.name!r} wraps only on request"
+    return f"no {triggers}, and policy {match.named_for('wrap')!r} wraps only on request"
 
 
 def _owner_group(ref: Mapping[str, Any]) -> str:
@@ -191,7 +191,7 @@ def bypass_findings(
     spec = match.policy.spec
     if spec.wrap is not WrapMode.ALWAYS:
         return []
-    policy = f"policy {match.policy.name!r} wraps every {adapter.kind} in this namespace"
+    policy = f"policy {match.named_for('wrap')!r} wraps every {adapter.kind} in this namespace"
     found: list[Violation] = []
     borrowed = _controller_owner(obj, adapter)
     if borrowed is not None and context.user:

@@ -4,14 +4,24 @@ A policy file is YAML, one or more documents of ``kind: Policy``. Loading and ma
 pure: the shell reads the files and the namespace labels and hands them in as data. Matching
 returns the chosen policy *and* the reason, so ``autowrap explain``, ``render --explain`` and
 the server's log line tell the same story.
+
+Policies layer: every policy that selects a namespace contributes, the most specific first. A
+field the most specific policy does not set comes from the next one that does, and so on down
+to autowrap's own defaults (``layer``). Caps (``faultTolerance.caps.*``, ``topology.maxTier``)
+only tighten on the way up, unless the more specific policy lists the field under
+``spec.loosen``. A layered result that cannot hold together (a default above an inherited cap,
+a looser cap not listed under ``loosen``) is refused when the set is loaded, for the namespaces
+the policies name (``build``); for any other namespace the stricter value applies and
+``Match.notes`` says so.
 """
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import functools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -51,6 +61,13 @@ FAULT_TOLERANCE_DURATIONS = (
 FAULT_TOLERANCE_INTS = ("retryLimit",)
 FAULT_TOLERANCE_CODES = ("terminalExitCodes", "retryableExitCodes")
 FAULT_TOLERANCE_KEYS = FAULT_TOLERANCE_DURATIONS + FAULT_TOLERANCE_INTS + FAULT_TOLERANCE_CODES
+
+# The caps a more specific policy may raise above an inherited one, by listing them under
+# ``spec.loosen`` (field paths as written under ``spec``).
+LOOSENABLE = (
+    *(f"faultTolerance.caps.{key}" for key in FAULT_TOLERANCE_DURATIONS + FAULT_TOLERANCE_INTS),
+    "topology.maxTier",
+)
 
 
 class _Model(BaseModel):
@@ -259,6 +276,49 @@ class TopologyPolicy(_Model):
         return self
 
 
+# Fields of a spec that layer, as (attribute, path under ``spec``): a value a policy sets
+# replaces the inherited one whole (lists included), each fault-tolerance key on its own.
+_LAYERED_FIELDS = (
+    ("wrap", "wrap"),
+    ("allow_opt_out", "allowOptOut"),
+    ("mode", "mode"),
+    ("enforcement", "enforcement"),
+    ("master_port", "masterPort"),
+    ("accelerators", "accelerators"),
+    ("reserved_env", "reservedEnv"),
+)
+_QUEUE_FIELDS = (("default", "default"), ("allowed", "allowed"))
+_TOPOLOGY_FIELDS = (
+    ("default", "default"),
+    ("partition_default", "partitionDefault"),
+    ("max_tier", "maxTier"),
+)
+
+
+def own_values(spec: PolicySpec) -> dict[str, Any]:
+    """The values a policy's file sets itself, by path under ``spec``, in the file's order
+    where it has one; what it leaves out is not here (``null`` written out is)."""
+    out: dict[str, Any] = {}
+    written = spec.model_fields_set
+    for attribute, path in _LAYERED_FIELDS:
+        if attribute in written:
+            out[path] = getattr(spec, attribute)
+    if "queue" in written:
+        for attribute, path in _QUEUE_FIELDS:
+            if attribute in spec.queue.model_fields_set:
+                out[f"queue.{path}"] = getattr(spec.queue, attribute)
+    if "fault_tolerance" in written:
+        for key, value in spec.fault_tolerance.defaults.items():
+            out[f"faultTolerance.defaults.{key}"] = value
+        for key, value in spec.fault_tolerance.caps.items():
+            out[f"faultTolerance.caps.{key}"] = value
+    if "topology" in written:
+        for attribute, path in _TOPOLOGY_FIELDS:
+            if attribute in spec.topology.model_fields_set:
+                out[f"topology.{path}"] = getattr(spec.topology, attribute)
+    return out
+
+
 class PolicySpec(_Model):
     namespaces: NamespaceSelection
     wrap: WrapMode = WrapMode.OPT_IN
@@ -272,6 +332,22 @@ class PolicySpec(_Model):
     accelerators: tuple[str, ...] = DEFAULT_ACCELERATORS
     reserved_env: tuple[str, ...] = Field(default=(), alias="reservedEnv")
     topology: TopologyPolicy = TopologyPolicy()
+    # Caps this policy sets that may be looser than those of less specific policies.
+    loosen: tuple[str, ...] = ()
+
+    @field_validator("loosen")
+    @classmethod
+    def _loosenable(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for i, path in enumerate(value):
+            if path not in LOOSENABLE:
+                close = difflib.get_close_matches(path, LOOSENABLE, n=1)
+                hint = (
+                    f"did you mean {close[0]!r}?"
+                    if close
+                    else "list caps only: " + ", ".join(LOOSENABLE)
+                )
+                raise ValueError(f"[{i}] {path!r} is not a cap a policy can loosen; {hint}")
+        return value
 
     @field_validator("accelerators")
     @classmethod
@@ -287,13 +363,31 @@ class PolicySpec(_Model):
     @model_validator(mode="after")
     def _opt_out_needs_always(self) -> PolicySpec:
         # Refused rather than ignored: under OptIn nothing is wrapped unless asked, so the field
-        # would do nothing, and whoever wrote it most likely meant wrap: Always.
-        if self.allow_opt_out and self.wrap is not WrapMode.ALWAYS:
-            raise ValueError(
-                "allowOptOut applies only to wrap: Always (under OptIn an object is wrapped only "
-                "when it asks, so there is nothing to opt out of); remove it, or set wrap: Always"
-            )
+        # would do nothing, and whoever wrote it most likely meant wrap: Always. A policy that
+        # leaves wrap unset may inherit Always: ``layer`` judges that.
+        written = "wrap" in self.model_fields_set
+        if self.allow_opt_out and written and self.wrap is not WrapMode.ALWAYS:
+            raise ValueError(OPT_OUT_NEEDS_ALWAYS)
         return self
+
+    @model_validator(mode="after")
+    def _loosens_what_it_sets(self) -> PolicySpec:
+        if not self.loosen:
+            return self
+        own = own_values(self)
+        for path in self.loosen:
+            if path not in own:
+                raise ValueError(
+                    f"loosen lists {path!r}, which this policy does not set; set {path} to the "
+                    "cap these namespaces get, or remove it from loosen"
+                )
+        return self
+
+
+OPT_OUT_NEEDS_ALWAYS = (
+    "allowOptOut applies only to wrap: Always (under OptIn an object is wrapped only "
+    "when it asks, so there is nothing to opt out of); remove it, or set wrap: Always"
+)
 
 
 class PolicyMeta(_Model):
@@ -361,8 +455,261 @@ class PolicySet:
 
 @dataclass(frozen=True)
 class Match:
+    """What a namespace gets. ``policy`` is the most specific policy that selects it, with its
+    spec layered over the less specific ones' (``layer``): whoever reads ``policy.spec`` reads
+    the effective values."""
+
     policy: Policy
     reason: str
+    # Where each value of the effective spec comes from: its field path under ``spec``
+    # (``faultTolerance.caps.retryLimit``) -> the policy's name, BUILT_IN where none sets it.
+    origins: Mapping[str, str] = field(default_factory=dict)
+    # Every policy that selects the namespace, the most specific first.
+    chain: tuple[Policy, ...] = ()
+    # Inherited values changed to fit the more specific policy, and values set against the
+    # layering rules that were not applied (a looser cap without ``loosen``).
+    notes: tuple[str, ...] = ()
+
+    def origin(self, path: str) -> str:
+        """The name of the policy the effective value at ``path`` comes from, BUILT_IN where
+        no policy sets it."""
+        return self.origins.get(path, BUILT_IN)
+
+    def named_for(self, path: str) -> str:
+        """The policy to name when saying the value at ``path``: the one it comes from, or the
+        most specific one where it is autowrap's default."""
+        return self.origins.get(path, self.policy.name)
+
+
+# --- layering: one effective spec from every policy that selects a namespace ----------------
+
+# The origin of a value no policy sets.
+BUILT_IN = "built-in"
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """A value a policy sets that layering does not apply, said at its field."""
+
+    policy: Policy
+    path: str  # under spec
+    message: str
+
+    def render(self) -> str:
+        return f"{self.policy.source}: spec.{self.path}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Layered:
+    spec: PolicySpec
+    origins: dict[str, str]
+    conflicts: tuple[Conflict, ...]
+    # Inherited values changed to fit a more specific policy, one sentence each.
+    adjusted: tuple[str, ...]
+
+
+def _is_cap(path: str) -> bool:
+    return path.startswith("faultTolerance.caps.") or path == "topology.maxTier"
+
+
+def _looser(path: str, value: Any, than: Any) -> bool:
+    """Whether cap ``value`` allows more than cap ``than`` (None: no cap at all)."""
+    if than is None:
+        return False
+    if value is None:
+        return True
+    if path == "topology.maxTier":
+        return int(value) > int(than)
+    return cap_exceeded(path.rsplit(".", 1)[1], str(value), str(than))
+
+
+def shown(value: Any) -> str:
+    """A policy value as its YAML says it."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, StrEnum):
+        return value.value
+    if isinstance(value, tuple):
+        return "[" + ", ".join(value) + "]"
+    if isinstance(value, Topology):
+        parts = [f"mode {value.mode}"]
+        if value.highest_tier_allowed is not None:
+            parts.append(f"highestTierAllowed {value.highest_tier_allowed}")
+        if value.highest_tier_name is not None:
+            parts.append(f"highestTierName {value.highest_tier_name}")
+        return "{" + ", ".join(parts) + "}"
+    return str(value)
+
+
+def _of(policy: Policy) -> str:
+    return f"policy {policy.name!r} ({policy.source})"
+
+
+def layer(chain: Sequence[Policy]) -> Layered:
+    """The effective spec for a namespace every policy of ``chain`` selects, the most specific
+    first: each field from the most specific policy that sets it, else autowrap's default.
+
+    A cap set by a more specific policy applies only where it is tighter, or listed under its
+    ``loosen``. Inherited values that no longer fit what a more specific policy sets (a default
+    above its cap, a default queue outside its allowed list, a tier above its maxTier) are
+    brought within it and said in ``adjusted``; values a policy sets itself that do not fit
+    what it inherits are ``conflicts`` (the stricter value applies)."""
+    ordered = list(reversed(chain))
+    rank = {p.name: i for i, p in enumerate(ordered)}  # higher: more specific
+    values: dict[str, tuple[Any, Policy]] = {}
+    conflicts: list[Conflict] = []
+    adjusted: list[str] = []
+    for p in ordered:
+        for path, value in own_values(p.spec).items():
+            held = values.get(path)
+            if (
+                held is not None
+                and _is_cap(path)
+                and path not in p.spec.loosen
+                and _looser(path, value, held[0])
+            ):
+                conflicts.append(Conflict(p, path, (
+                    f"{shown(value)} is looser than the cap {shown(held[0])} of "
+                    f"{_of(held[1])}, which also selects these namespaces; a more specific "
+                    f"policy only tightens a cap: use at most {shown(held[0])}, or list "
+                    f"{path!r} under spec.loosen to raise it for these namespaces"
+                )))  # fmt: skip
+                continue
+            values[path] = (value, p)
+
+    def more_specific(a: Policy, b: Policy) -> bool:
+        return rank[a.name] > rank[b.name]
+
+    for key in FAULT_TOLERANCE_DURATIONS + FAULT_TOLERANCE_INTS:
+        d_path, c_path = f"faultTolerance.defaults.{key}", f"faultTolerance.caps.{key}"
+        default, cap = values.get(d_path), values.get(c_path)
+        if default is None or cap is None or not cap_exceeded(key, default[0], cap[0]):
+            continue
+        if more_specific(cap[1], default[1]):
+            adjusted.append(
+                f"{d_path}: {default[0]} of policy {default[1].name!r} is above the cap "
+                f"{cap[0]} of policy {cap[1].name!r}, so the default is {cap[0]}"
+            )
+        else:
+            conflicts.append(Conflict(default[1], d_path, (
+                f"{default[0]} exceeds the cap {cap[0]} of {_of(cap[1])}, which also selects "
+                f"these namespaces; use at most {cap[0]}, or set {c_path} in this policy "
+                "too (listed under spec.loosen)"
+            )))  # fmt: skip
+        values[d_path] = (cap[0], cap[1])
+
+    max_tier = values.get("topology.maxTier")
+    for t_path in ("topology.default", "topology.partitionDefault"):
+        topo = values.get(t_path)
+        if topo is None or topo[0] is None or max_tier is None or max_tier[0] is None:
+            continue
+        tier = topo[0].highest_tier_allowed
+        if tier is None or tier <= max_tier[0]:
+            continue
+        if more_specific(max_tier[1], topo[1]):
+            adjusted.append(
+                f"{t_path}: highestTierAllowed {tier} of policy {topo[1].name!r} is above the "
+                f"maxTier {max_tier[0]} of policy {max_tier[1].name!r}, so it is {max_tier[0]}"
+            )
+        else:
+            conflicts.append(Conflict(topo[1], f"{t_path}.highestTierAllowed", (
+                f"{tier} exceeds the maxTier {max_tier[0]} of {_of(max_tier[1])}, which also "
+                f"selects these namespaces; use at most {max_tier[0]}, or set topology.maxTier "
+                "in this policy too (listed under spec.loosen)"
+            )))  # fmt: skip
+        lowered = topo[0].model_copy(update={"highest_tier_allowed": max_tier[0]})
+        values[t_path] = (lowered, max_tier[1])
+
+    queue, allowed = values.get("queue.default"), values.get("queue.allowed")
+    if queue and allowed and queue[0] and allowed[0] and queue[0] not in allowed[0]:
+        if more_specific(allowed[1], queue[1]):
+            adjusted.append(
+                f"queue.default: {queue[0]!r} of policy {queue[1].name!r} is not in the allowed "
+                f"list of policy {allowed[1].name!r}, so there is no default queue"
+            )
+            values["queue.default"] = (None, allowed[1])
+        else:
+            conflicts.append(Conflict(queue[1], "queue.default", (
+                f"{queue[0]!r} is not in the allowed list {shown(allowed[0])} of "
+                f"{_of(allowed[1])}, which also selects these namespaces; use one of them, or "
+                "set queue.allowed in this policy too"
+            )))  # fmt: skip
+
+    opt_out, wrap = values.get("allowOptOut"), values.get("wrap")
+    if opt_out is not None and opt_out[0] and (wrap is None or wrap[0] is not WrapMode.ALWAYS):
+        if wrap is None or more_specific(opt_out[1], wrap[1]):
+            conflicts.append(Conflict(opt_out[1], "allowOptOut", OPT_OUT_NEEDS_ALWAYS + (
+                f" (these namespaces get wrap: OptIn from policy {wrap[1].name!r})"
+                if wrap is not None else ""
+            )))  # fmt: skip
+        values["allowOptOut"] = (False, wrap[1] if wrap is not None else opt_out[1])
+
+    origins = {path: p.name for path, (_, p) in values.items()}
+    if len(chain) == 1 and not conflicts and not adjusted:
+        return Layered(chain[0].spec, origins, (), ())
+    return Layered(_effective(chain[0], values), origins, tuple(conflicts), tuple(adjusted))
+
+
+def _effective(best: Policy, values: Mapping[str, tuple[Any, Policy]]) -> PolicySpec:
+    """The spec made of ``values`` (autowrap's defaults elsewhere), selecting as ``best``."""
+    base = BUILTIN.spec
+
+    def get(path: str, default: Any) -> Any:
+        held = values.get(path)
+        return default if held is None else held[0]
+
+    def ft(kind: str) -> dict[str, str]:
+        prefix = f"faultTolerance.{kind}."
+        return {path.removeprefix(prefix): v for path, (v, _) in values.items()
+                if path.startswith(prefix)}  # fmt: skip
+
+    return PolicySpec.model_construct(
+        namespaces=best.spec.namespaces,
+        wrap=get("wrap", base.wrap),
+        allow_opt_out=get("allowOptOut", base.allow_opt_out),
+        mode=get("mode", base.mode),
+        enforcement=get("enforcement", base.enforcement),
+        queue=QueuePolicy.model_construct(
+            default=get("queue.default", base.queue.default),
+            allowed=get("queue.allowed", base.queue.allowed),
+        ),
+        fault_tolerance=FaultTolerance.model_construct(defaults=ft("defaults"), caps=ft("caps")),
+        master_port=get("masterPort", base.master_port),
+        accelerators=get("accelerators", base.accelerators),
+        reserved_env=get("reservedEnv", base.reserved_env),
+        topology=TopologyPolicy.model_construct(
+            default=get("topology.default", base.topology.default),
+            partition_default=get("topology.partitionDefault", base.topology.partition_default),
+            max_tier=get("topology.maxTier", base.topology.max_tier),
+        ),
+        loosen=best.spec.loosen,
+    )
+
+
+def effective_values(spec: PolicySpec) -> list[tuple[str, Any]]:
+    """Every value of an effective spec that decides something, by path under ``spec``, in the
+    order docs/policies.md lists them (``explain``'s table)."""
+    out: list[tuple[str, Any]] = [
+        ("mode", spec.mode),
+        ("enforcement", spec.enforcement),
+        ("wrap", spec.wrap),
+        ("allowOptOut", spec.allow_opt_out),
+        ("queue.default", spec.queue.default),
+        ("queue.allowed", spec.queue.allowed),
+        ("masterPort", spec.master_port),
+        ("accelerators", spec.accelerators),
+        ("reservedEnv", spec.reserved_env),
+    ]
+    out += [(f"faultTolerance.defaults.{k}", v) for k, v in spec.fault_tolerance.defaults.items()]
+    out += [(f"faultTolerance.caps.{k}", v) for k, v in spec.fault_tolerance.caps.items()]
+    out += [
+        ("topology.default", spec.topology.default),
+        ("topology.partitionDefault", spec.topology.partition_default),
+        ("topology.maxTier", spec.topology.max_tier),
+    ]
+    return out
 
 
 def parse(text: str, *, source: str) -> list[Policy]:
@@ -407,7 +754,57 @@ def build(files: Iterable[tuple[str, str]]) -> PolicySet:
                     "name, a longer glob, more selector requirements) or exclude those "
                     "namespaces from one of them"
                 )
+    _check_layering(policies)
     return PolicySet(tuple(policies))
+
+
+def _check_layering(policies: Sequence[Policy]) -> None:
+    """Refuse a set whose layering does not hold together (``layer``'s conflicts) for a
+    namespace its policies name or select: one such namespace is named with each problem."""
+    problems: dict[tuple[str, str], str] = {}
+    for namespace, labels in _probes(policies):
+        chain = tuple(p for _, p in _scored(policies, namespace, labels))
+        if not chain:
+            continue
+        for conflict in layer(chain).conflicts:
+            labelled = ", ".join(f"{k}={v}" for k, v in labels.items())
+            example = f"namespace {namespace!r}" + (f" labelled {labelled}" if labelled else "")
+            problems.setdefault(
+                (conflict.policy.name, conflict.path), f"{conflict.render()} ({example}, for one)"
+            )
+    if problems:
+        raise PolicyError("; ".join(problems.values()))
+
+
+def _probes(policies: Sequence[Policy]) -> list[tuple[str, dict[str, str]]]:
+    """Namespaces (name, labels) the policies themselves name or select: an example of each
+    name and glob, with no labels and with the labels of each selector."""
+    names = {"x"}
+    label_sets: list[dict[str, str]] = [{}]
+    for p in policies:
+        sel = p.spec.namespaces
+        names.update(e for e in (_example(pattern) for pattern in sel.names) if e)
+        if sel.selector is not None:
+            labels = dict(sel.selector.match_labels)
+            for requirement in sel.selector.match_expressions:
+                if requirement.operator == "In":
+                    labels[requirement.key] = requirement.values[0]
+                elif requirement.operator == "Exists":
+                    labels[requirement.key] = "x"
+            if labels not in label_sets:
+                label_sets.append(labels)
+    if len(label_sets) > 2:
+        label_sets.append({k: v for labels in label_sets for k, v in labels.items()})
+    return [(name, labels) for name in sorted(names) for labels in label_sets]
+
+
+def _example(pattern: str) -> str:
+    """A namespace name the name or glob matches, or "" when none is easily made."""
+    example = _GLOB_CLASS.sub(
+        lambda m: "x" if m.group(0).startswith("[!") else m.group(0)[1], pattern
+    )
+    example = example.replace("*", "x").replace("?", "x")
+    return example if fnmatch.fnmatchcase(example, pattern) else ""
 
 
 def _tie(a: Policy, b: Policy) -> str:
@@ -472,18 +869,28 @@ def _describe(policy: Policy, namespace: str, score: tuple[int, int]) -> str:
     return " and ".join(parts)
 
 
-def match(policies: PolicySet, namespace: str, labels: Mapping[str, str]) -> Match | None:
-    """The most specific policy: exact name > name glob (longer literal first) > label selector
-    (more requirements first) > catch-all; ties go to the alphabetically first policy name."""
+def _scored(
+    policies: Sequence[Policy], namespace: str, labels: Mapping[str, str]
+) -> list[tuple[tuple[int, int], Policy]]:
+    """Every policy that selects the namespace with its specificity, the most specific first
+    (ties: the alphabetically first name)."""
     labels = {"kubernetes.io/metadata.name": namespace, **labels}
     scored = []
-    for policy in policies.policies:
+    for policy in policies:
         score = _specificity(policy, namespace, labels)
         if score is not None:
             scored.append((score, policy))
+    scored.sort(key=lambda item: (-item[0][0], -item[0][1], item[1].name))
+    return scored
+
+
+def match(policies: PolicySet, namespace: str, labels: Mapping[str, str]) -> Match | None:
+    """The most specific policy: exact name > name glob (longer literal first) > label selector
+    (more requirements first) > catch-all; ties go to the alphabetically first policy name. Its
+    spec is layered over the others that select the namespace (``layer``)."""
+    scored = _scored(policies.policies, namespace, labels)
     if not scored:
         return None
-    scored.sort(key=lambda item: (-item[0][0], -item[0][1], item[1].name))
     (best_score, best), others = scored[0], scored[1:]
     reason = f"policy {best.name!r} ({best.source}) {_describe(best, namespace, best_score)}"
     tied = [p for score, p in others if score == best_score]
@@ -498,4 +905,14 @@ def match(policies: PolicySet, namespace: str, labels: Mapping[str, str]) -> Mat
         )
     if lower:
         reason += "; less specific: " + ", ".join(repr(p.name) for p in lower)
-    return Match(best, reason)
+    chain = tuple(p for _, p in scored)
+    layered = layer(chain)
+    effective = (
+        best if layered.spec is best.spec else best.model_copy(update={"spec": layered.spec})
+    )
+    notes = layered.adjusted + tuple(
+        f"{c.path}: {c.policy.name!r} sets a value its less specific policies do not allow, so "
+        f"the stricter one applies here: {c.message}"
+        for c in layered.conflicts
+    )
+    return Match(effective, reason, layered.origins, chain, notes)
