@@ -405,6 +405,22 @@ def test_check_json_marks_audited_violations(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
+    ("where", "policy"),
+    [
+        pytest.param(("-n", "ml", "--policy", POLICIES), "default", id="the catch-all"),
+        pytest.param(RESEARCH, "research-audit", id="an audit policy: still rejected"),
+    ],
+)
+def test_check_json_names_the_policy_of_a_document_kubectl_refuses(tmp_path, capsys, where, policy):
+    typo = GOOD.clone().spec(schedulerNmae="volcano")
+    code, out, _ = _run(capsys, "check", _write(tmp_path, typo), "-o", "json", *where)
+    (doc,) = json.loads(out)["documents"]
+    assert code == 1 and doc["result"] == "rejected" and doc["policy"] == policy
+    assert [v["path"] for v in doc["violations"]] == ["spec.schedulerNmae"]
+    assert doc["reason"].startswith("rejected: 1 error")
+
+
+@pytest.mark.parametrize(
     ("docs", "expected"),
     [
         pytest.param([GOOD], 0, id="clean: 0"),

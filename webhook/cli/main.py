@@ -182,8 +182,14 @@ def evaluate(
         }
         refused = clusterview.refusals(doc.obj)
         if refused:
+            # The policy is named all the same: it is the one that judges the object once
+            # kubectl takes it (no policy, in the report, means none covers the namespace).
             outcome = engine.Outcome(
-                engine.Action.PASS, None, tuple(refused), reason=REFUSED_BEFORE_ADMISSION
+                engine.Action.PASS,
+                None,
+                tuple(refused),
+                match=policies.match(ns, labels),
+                reason=REFUSED_BEFORE_ADMISSION,
             )
             evaluated.append(Evaluated(doc, ns, outcome, summarize(outcome), labels))
             continue

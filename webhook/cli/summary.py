@@ -72,7 +72,9 @@ def _finding(violation: Violation, *, audit: bool = False) -> Finding:
 
 def summarize(outcome: engine.Outcome) -> Summary:
     verdict = outcome.verdict()
-    audited = outcome.audit and bool(outcome.errors)
+    # As ``verdict``: what has no result (refused before admission, too large to build) is
+    # refused whatever the enforcement.
+    audited = outcome.audit and bool(outcome.errors) and outcome.result is not None
     violations = () if audited else tuple(_finding(v) for v in outcome.errors)
     warnings = tuple(_finding(v, audit=True) for v in outcome.errors) if audited else ()
     warnings += tuple(_finding(v) for v in outcome.warnings)
