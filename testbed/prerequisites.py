@@ -57,6 +57,18 @@ def kubectl() -> str:
     return found
 
 
+def helm() -> Path:
+    """The helm built from its Go module (``python -m testbed.real build``), or the current
+    test skipped (failed under CI). Never a helm from PATH: the chart is checked with the
+    pinned version."""
+    from testbed.real import build
+
+    binary = build.components()["helm"].binary("helm")
+    if not binary.is_file():
+        unavailable(f"helm is not built ({binary}): run python -m testbed.real build")
+    return binary
+
+
 def schema_validation(wanted: bool) -> bool:
     """Whether a fake cluster's store can check custom resources against their CRDs. Without
     the CRDs: an error when every prerequisite is required, a warning otherwise (the summary
@@ -75,6 +87,7 @@ __all__ = [
     "REQUIRE_ALL",
     "SchemaValidationOff",
     "crds",
+    "helm",
     "kubectl",
     "required",
     "schema_validation",

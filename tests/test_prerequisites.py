@@ -4,6 +4,8 @@ AUTOWRAP_TESTS_REQUIRE_ALL is set, as .ci/run sets it), beside the tests that ne
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from testbed import prerequisites
@@ -43,3 +45,19 @@ def test_without_kubectl_the_deploy_tests_skip_and_ci_fails(
     monkeypatch.setenv(prerequisites.REQUIRE_ALL, "1")
     with pytest.raises(pytest.fail.Exception, match="kubectl is not on PATH"):
         prerequisites.kubectl()
+
+
+def test_helm_is_built() -> None:
+    assert prerequisites.helm().is_file()
+
+
+def test_without_helm_the_chart_tests_skip_and_ci_fails(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("AUTOWRAP_UPSTREAM_CACHE", str(tmp_path))
+    monkeypatch.delenv(prerequisites.REQUIRE_ALL, raising=False)
+    with pytest.raises(pytest.skip.Exception, match="helm is not built"):
+        prerequisites.helm()
+    monkeypatch.setenv(prerequisites.REQUIRE_ALL, "1")
+    with pytest.raises(pytest.fail.Exception, match="helm is not built"):
+        prerequisites.helm()
