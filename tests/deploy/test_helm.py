@@ -22,19 +22,20 @@ import pytest
 import yaml
 
 from testbed import prerequisites
-from tools import render_chart
+from tools import render_chart, render_release
 from tools.render_chart import Settings
 from webhook.shell.uninstall import KEPT_CLUSTER_ROLES
 
 Obj = dict[str, Any]
 CHART = render_chart.CHART
-REPO = render_chart.REPO
+REPO = render_release.REPO
 KUBE_VERSION = "v1.30.0"
 OTHER = "platform-webhooks"
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 RESOURCES = {"requests": {"cpu": "250m", "memory": "256Mi"},
              "limits": {"cpu": "2", "memory": "1Gi"}}  # fmt: skip
 RENAMED = "system:serviceaccount:batch-system:vc-controller"
+REGENERATE = "after a change under deploy/, regenerate the chart: python -m tools.render_chart"
 
 
 @pytest.fixture(autouse=True)
@@ -191,9 +192,9 @@ def test_helm_renders_the_objects_kustomize_renders(helm: Path, case: Case, tmp_
     expected = as_the_chart_installs(render_chart.kustomize_objects(case.settings),
                                      namespace_created=case.namespace_created)  # fmt: skip
 
-    assert sorted(rendered) == sorted(expected)
+    assert sorted(rendered) == sorted(expected), REGENERATE
     for name, obj in expected.items():
-        assert rendered[name] == obj, name
+        assert rendered[name] == obj, f"{name}; {REGENERATE}"
 
 
 def test_the_committed_chart_is_the_rendering_of_deploy() -> None:
