@@ -36,7 +36,7 @@ VALIDATING_WEBHOOKS = (
 )  # fmt: skip
 ADMISSION_POLICIES = (
     "autowrap-admission-gate", "autowrap-adopted-job-size", "autowrap-requested-by",
-    "autowrap-own-writes", "autowrap-wrapped-pods",
+    "autowrap-own-writes", "autowrap-wrapped-pods", "autowrap-install-namespace",
 )  # fmt: skip
 POLICIES_CONFIGMAP = "autowrap-policies"
 # The webhooks whose namespaceSelectors decide which namespaces autowrap hears from.
