@@ -293,23 +293,54 @@ def test_a_label_must_be_key_equals_value(tmp_path, capsys):
 # --- which policy set is in use (item 3) -----------------------------------------------------
 
 
-def test_without_any_policy_the_built_in_one_is_named_on_stderr(tmp_path, capsys, monkeypatch):
+def test_outside_a_checkout_the_default_install_s_set_is_used_and_named(
+    tmp_path, capsys, monkeypatch
+):
+    """The copy of deploy/base/policies shipped inside the package: what a cluster installed
+    from deploy/ applies, so a job in namespace ml gets the default's fault-tolerance."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("AUTOWRAP_POLICY", raising=False)
-    code, out, err = _run(capsys, "check", _write(tmp_path, GOOD))
-    assert code == 0 and out
+    code, out, err = _run(capsys, "render", *REDIRECT, _write(tmp_path, GOOD), "-n", "ml")
+    assert code == 0
+    assert err == (
+        "note: no --policy given: using the policy set autowrap installs by default (default); "
+        "--policy-from-cluster judges with your cluster's policies, --policy PATH with others\n"
+    )
+    annotations = yaml.safe_load(out)["metadata"]["annotations"]
+    assert annotations["workload.codeflare.dev.appwrapper/warmupGracePeriodDuration"] == "5m"
+
+
+def test_the_shipped_copy_is_the_set_deploy_installs():
+    from webhook.shell import policyfiles
+
+    installed = sorted((REPO / "deploy" / "base" / "policies").glob("*.yaml"))
+    assert [(f"{p.name} (shipped with autowrap)", p.read_text()) for p in installed] == (
+        policyfiles.packaged()
+    ), "webhook/policies differs from deploy/base/policies: copy deploy/base/policies over"
+
+
+def test_in_a_checkout_the_set_deploy_installs_is_used_not_the_examples(
+    tmp_path, capsys, monkeypatch
+):
+    """From the repository, team-a is an example in policies/: no installed cluster applies
+    it, so a job in team-a is judged by the default (opt-in: a plain job is left alone)."""
+    monkeypatch.chdir(REPO)
+    monkeypatch.delenv("AUTOWRAP_POLICY", raising=False)
+    plain = volcano_job("plain").task("w", replicas=1)
+    code, out, err = _run(capsys, "check", _write(tmp_path, plain), "-n", "team-a")
+    assert code == 0 and "left unchanged" in out and "policy 'default' wraps only on request" in out
     assert err.startswith(
-        "note: no --policy, $AUTOWRAP_POLICY or ./policies here: using the built-in"
+        "note: no --policy given: using ./deploy/base/policies (default), the set "
     )
 
 
-def test_an_implicit_policies_directory_is_named_on_stderr(tmp_path, capsys, monkeypatch):
+def test_an_implicit_policies_directory_is_not_used(tmp_path, capsys, monkeypatch):
     (tmp_path / "policies").mkdir()
     (tmp_path / "policies" / "only.yaml").write_text(policy("only").yaml())
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("AUTOWRAP_POLICY", raising=False)
-    _, _, err = _run(capsys, "check", _write(tmp_path, GOOD))
-    assert err == "note: no --policy given: using ./policies (only)\n"
+    _, _, err = _run(capsys, "explain", "-n", "ml")
+    assert "(default)" in err and "only" not in err
 
 
 @pytest.mark.parametrize("how", ["flag", "environment"])

@@ -23,7 +23,7 @@ import orjson
 import yaml
 
 from webhook import __version__
-from webhook.cli import clusterview, podview, policytests, policyview
+from webhook.cli import clusterview, podview, policysource, policytests, policyview
 from webhook.cli.inputs import Document, InputError, read_all, read_documents
 from webhook.cli.summary import Finding, Result, Summary, errors, summarize
 from webhook.core import adoption, engine, reapply
@@ -65,28 +65,19 @@ def say(stream: TextIO, level: str, text: str) -> None:
 # --- policies ------------------------------------------------------------------------------------
 
 
-def _load_policies(path: str | None, err: TextIO) -> PolicySet:
-    """The policy set for ``--policy`` or ``$AUTOWRAP_POLICY``; anything else the user did not
-    point at (``./policies``, the built-in policy) is named on stderr."""
-    if path:
-        return policyfiles.load(Path(path))
-    configured = os.environ.get(policyfiles.ENV_VAR)
-    if configured:
-        return policyfiles.load(Path(configured))
-    found = policyfiles.default_path()
-    if found is None:
-        say(
-            err,
-            "note",
-            f"no --policy, ${policyfiles.ENV_VAR} or ./{policyfiles.DEFAULT_DIR} here: using "
-            "the built-in policy (every namespace, wrapped on request, no default queue or "
-            "fault-tolerance defaults); pass --policy PATH for your cluster's policies",
-        )
-        return policyfiles.load(None)
-    policies = policyfiles.load(found)
-    listed = ", ".join(p.name for p in policies.policies)
-    say(err, "note", f"no --policy given: using ./{found} ({listed})")
-    return policies
+def _load_policies(args: argparse.Namespace, err: TextIO) -> PolicySet:
+    """The policy set for ``--policy``, ``$AUTOWRAP_POLICY`` or ``--policy-from-cluster``, else
+    the set deploy/ installs; anything the user did not name is said on stderr."""
+    if args.policy_from_cluster:
+        check_kubeconfig(args.kubeconfig, required=True)
+        quiet_kube_client()
+    return policysource.load(
+        args.policy,
+        from_cluster=args.policy_from_cluster,
+        kubeconfig=args.kubeconfig,
+        install_namespace=args.install_namespace,
+        note=lambda text: say(err, "note", text),
+    )
 
 
 # --- one evaluation per document -------------------------------------------------------------
@@ -266,7 +257,7 @@ def _adopting(appwrapper: dict[str, Any]) -> bool:
 def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
     documents = read_all(args.files, stdin)
     check_namespaces(documents, args.namespace)
-    policies = _load_policies(args.policy, err)
+    policies = _load_policies(args, err)
     note_namespaces(documents, _labels(args.namespace_label), err)
     evaluated = evaluate(documents, policies, args.namespace, _labels(args.namespace_label))
     for ev in evaluated:
@@ -422,7 +413,7 @@ def _print_pods(tables: Sequence[PodTable], fmt: str, out: TextIO) -> None:
 def cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
     documents = read_all(args.files, stdin)
     check_namespaces(documents, args.namespace)
-    policies = _load_policies(args.policy, err)
+    policies = _load_policies(args, err)
     note_namespaces(documents, _labels(args.namespace_label), err)
     evaluated = evaluate(documents, policies, args.namespace, _labels(args.namespace_label))
     if args.output == "json":
@@ -468,7 +459,7 @@ def cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextI
     documents = read_all(args.files, stdin) if args.files else None
     if documents is not None:
         check_namespaces(documents, args.namespace)
-    policies = _load_policies(args.policy, err)
+    policies = _load_policies(args, err)
     labels = _labels(args.namespace_label)
     if documents is None:
         namespace = args.namespace or "default"
@@ -797,13 +788,31 @@ def _exit_status(value: str) -> int:
 
 
 POLICY_HELP = (
-    f"policy file or directory (default: ${policyfiles.ENV_VAR}, else ./{policyfiles.DEFAULT_DIR}"
-    ", else the built-in opt-in policy; the last two are named on stderr)"
+    f"policy file or directory (default: ${policyfiles.ENV_VAR}, else --policy-from-cluster, "
+    f"else ./{policyfiles.CHECKOUT_DIR} in a checkout, else the set autowrap installs by "
+    "default; the last two are named on stderr)"
+)
+SERVE_POLICY_HELP = (
+    f"policy file or directory (default: ${policyfiles.ENV_VAR}, else "
+    f"./{policyfiles.DEFAULT_DIR}, else the built-in opt-in policy)"
 )
 
 
 def _policy_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--policy", metavar="PATH", help=POLICY_HELP)
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--policy", metavar="PATH", help=POLICY_HELP)
+    source.add_argument(
+        "--policy-from-cluster",
+        action="store_true",
+        help=f"judge with the policies installed in the cluster: the ConfigMap "
+        f"{policysource.CONFIGMAP} in --install-namespace, read with your kubeconfig "
+        "(default: off)",
+    )
+    p.add_argument("--kubeconfig", metavar="PATH",
+                   help="for --policy-from-cluster (default: $KUBECONFIG, else ~/.kube/config)")  # fmt: skip
+    p.add_argument("--install-namespace", default=names.SERVICE_NAMESPACE, metavar="NS",
+                   help="where autowrap is installed, for --policy-from-cluster "
+                   f"(default: {names.SERVICE_NAMESPACE})")  # fmt: skip
     p.add_argument(
         "--namespace",
         "-n",
@@ -940,7 +949,7 @@ def parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="holds tls.crt and tls.key (default: generate a development pair)",
     )
-    serve.add_argument("--policy", metavar="PATH", help=POLICY_HELP.split(";")[0] + ")")
+    serve.add_argument("--policy", metavar="PATH", help=SERVE_POLICY_HELP)
     serve.add_argument(
         "--kubeconfig",
         metavar="PATH",

@@ -14,12 +14,17 @@ from __future__ import annotations
 
 import hashlib
 import os
+from importlib import resources
 from pathlib import Path
 
 from webhook.core import policy
 
 ENV_VAR = "AUTOWRAP_POLICY"
 DEFAULT_DIR = Path("policies")
+# The policy set deploy/ installs, in a checkout (relative to the working directory), and the
+# copy of it shipped inside the package (webhook/policies).
+CHECKOUT_DIR = Path("deploy/base/policies")
+PACKAGED_DIR = "policies"
 
 
 def default_path() -> Path | None:
@@ -66,6 +71,14 @@ def from_config_map(data: dict[str, str]) -> list[tuple[str, str]]:
     read (the same entries, in the same order), so that a check of the ConfigMap before it is
     stored says what loading it would say."""
     return [(key, data[key]) for key in sorted(data) if is_policy_file(key)]
+
+
+def packaged() -> list[tuple[str, str]]:
+    """(source, text) pairs of the policy set shipped inside the package: the one deploy/
+    installs, for a CLI installed without a checkout."""
+    folder = resources.files("webhook") / PACKAGED_DIR
+    files = sorted((f for f in folder.iterdir() if is_policy_file(f.name)), key=lambda f: f.name)
+    return [(f"{f.name} (shipped with autowrap)", f.read_text(encoding="utf-8")) for f in files]
 
 
 def load(path: Path | None) -> policy.PolicySet:
