@@ -756,13 +756,16 @@ def cmd_uninstall(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: Tex
     async def run() -> None:
         api = await kube.KubeClient.connect(args.kubeconfig)
         try:
+            keep = Path(args.keep_queued) if args.keep_queued else None
             steps = Uninstall(api, namespace=args.install_namespace, dry_run=args.dry_run,
-                              say=lambda line: print(line, file=out))  # fmt: skip
+                              say=lambda line: print(line, file=out), keep_queued=keep)  # fmt: skip
             summary = await steps.run()
         finally:
             await api.close()
         for line in summary.left:
             out.write(f"left: {line}\n")
+        for line in summary.kept:
+            out.write(f"{'would keep' if args.dry_run else 'kept'}: {line}\n")
 
     try:
         asyncio.run(run())
@@ -1103,7 +1106,9 @@ def parser() -> argparse.ArgumentParser:
         "re-create it when Kueue admits it); objects that ran keep running under their "
         "AppWrapper and only lose the adoption finalizer. Last, autowrap's ClusterRoles and "
         "bindings (all but the one the AppWrapper controller needs for the Volcano Jobs it runs) "
-        "and its namespace, where the install created it. Needs cluster-admin rights.",
+        "and its namespace where the install created it (else autowrap's objects in it). "
+        "--keep-queued DIR writes each job that never ran there first, for its user to submit "
+        "again. What is kept, and why, is said on `kept:` lines. Needs cluster-admin rights.",
     )
     remove.add_argument("--kubeconfig", metavar="PATH",
                         help="default: $KUBECONFIG, else ~/.kube/config")  # fmt: skip
@@ -1111,7 +1116,12 @@ def parser() -> argparse.ArgumentParser:
                         default=names.SERVICE_NAMESPACE, metavar="NS",
                         help=f"where autowrap is installed (default: {names.SERVICE_NAMESPACE})")  # fmt: skip
     remove.add_argument("--dry-run", action="store_true",
-                        help="say what would be done, and do nothing (default: off)")  # fmt: skip
+                        help="say what would be done and what would be kept, and do nothing "
+                        "(default: off)")  # fmt: skip
+    remove.add_argument("--keep-queued", metavar="DIR",
+                        help="before deleting a job that never ran, write it to DIR as its user "
+                        "submitted it (DIR/NAMESPACE/KIND-NAME.yaml), for them to submit again "
+                        "(default: off: not written)")  # fmt: skip
     remove.set_defaults(handler=cmd_uninstall)
     return top
 
