@@ -126,32 +126,48 @@ def user_namespace(
     cluster: RealCluster,
     name: str,
     *,
-    editors: Sequence[str],
+    editors: Sequence[str] = (),
+    pod_writers: Sequence[str] = (),
     labels: Mapping[str, str] | None = None,
     queue: str = "team-queue",
-    appwrappers: bool = True,
+    cluster_queue: str | None = None,
 ) -> None:
-    """Namespace ``name`` with LocalQueue ``queue`` on the ClusterQueue, where each of
-    ``editors`` may write Volcano Jobs (:func:`volcano_jobs_role`) and, with ``appwrappers``,
-    holds the bootstrap ``edit`` role (pods, AppWrappers: Kueue's and the AppWrapper
-    controller's editor roles aggregate to it). Without ``appwrappers`` they get a Role for
-    pods and Volcano Jobs only: no AppWrappers."""
-    cluster.add_namespace(name, queue=queue, labels=dict(labels or {}))
+    """Namespace ``name`` with LocalQueue ``queue`` (on ``cluster_queue``, by default the
+    session's), where each of ``editors`` holds the bootstrap ``edit`` role (pods, and
+    AppWrappers: Kueue's and the AppWrapper controller's editor roles aggregate to it) and
+    each of ``pod_writers`` a Role for pods only: no AppWrappers. Both may write Volcano Jobs
+    (:func:`volcano_jobs_role`)."""
+    if cluster_queue is None:
+        cluster.add_namespace(name, queue=queue, labels=dict(labels or {}))
+    else:
+        cluster.admin.apply({"apiVersion": "v1", "kind": "Namespace",
+                             "metadata": {"name": name, "labels": dict(labels or {})}})  # fmt: skip
+        cluster.admin.apply(local_queue(name, queue, cluster_queue))
     cluster.admin.apply(volcano_jobs_role(name))
-    if not appwrappers:
-        cluster.admin.apply({
-            "apiVersion": f"{RBAC_API}/v1", "kind": "Role",
-            "metadata": {"name": "pods", "namespace": name},
-            "rules": [{"apiGroups": [""], "resources": ["pods"],
-                       "verbs": ["get", "list", "watch", "create", "update", "patch",
-                                 "delete"]}],
-        })  # fmt: skip
-    for user in editors:
+    cluster.admin.apply({
+        "apiVersion": f"{RBAC_API}/v1", "kind": "Role",
+        "metadata": {"name": "pods", "namespace": name},
+        "rules": [{"apiGroups": [""], "resources": ["pods"],
+                   "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}],
+    })  # fmt: skip
+    for user in (*editors, *pod_writers):
         cluster.admin.apply(role_binding(name, user, "Role", VOLCANO_JOBS_ROLE))
-        if appwrappers:
-            cluster.admin.apply(role_binding(name, user, "ClusterRole", "edit"))
-        else:
-            cluster.admin.apply(role_binding(name, user, "Role", "pods"))
+    for user in editors:
+        cluster.admin.apply(role_binding(name, user, "ClusterRole", "edit"))
+    for user in pod_writers:
+        cluster.admin.apply(role_binding(name, user, "Role", "pods"))
+
+
+def local_queue(namespace: str, name: str, cluster_queue: str) -> Obj:
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"clusterQueue": cluster_queue}}  # fmt: skip
+
+
+def as_alice(cluster: RealCluster, *args: str, input: str | None = None) -> Any:
+    """kubectl as ``alice``, an authenticated user the administrator impersonates (``kubectl
+    --as``): a second namespace user without credentials of her own."""
+    return cluster.kubectl("--as", "alice", "--as-group", AUTHENTICATED, *args, input=input)
 
 
 # -- one HTTP client for both clusters -------------------------------------------------------
@@ -755,3 +771,54 @@ def running_under_kueue(
         if kind != "pod":
             assert pod["spec"].get("schedulerName") == "volcano", context
     return found
+
+
+# -- a record of everything that happened to some objects --------------------------------------
+
+
+class Watch:
+    """Every event of a watch of the collection ``path`` (objects with label ``selector``)
+    from the moment the block starts until it ends, read by a thread, as ``events``: first
+    the objects listed then (type ``LISTED``), then each watch event in order. A complete
+    record, where sampling the objects now and then could miss a state that did not last."""
+
+    def __init__(self, cluster: RealCluster, path: str, *, selector: str = "") -> None:
+        self.api = real_apiserver(cluster)
+        self.path = path
+        self.selector = selector
+        self.events: list[Obj] = []
+        self._connection: http.client.HTTPSConnection | None = None
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> Watch:
+        query = {"labelSelector": self.selector} if self.selector else {}
+        listed = self.api.request("GET", self.path, query=query).obj
+        self.events = [{"type": "LISTED", "object": o} for o in listed.get("items") or []]
+        query = {**query, "watch": "true",
+                 "resourceVersion": str(listed["metadata"]["resourceVersion"])}  # fmt: skip
+        connection = http.client.HTTPSConnection(self.api.host, self.api.port,
+                                                 context=self.api.context)  # fmt: skip
+        connection.request("GET", f"{self.path}?{urllib.parse.urlencode(query)}",
+                           headers={"Accept": "application/json"})  # fmt: skip
+        response = connection.getresponse()
+        assert response.status == 200, (response.status, response.read()[:2000])
+        self._connection = connection
+        self._thread = threading.Thread(target=self._read, args=(response,), daemon=True)
+        self._thread.start()
+        return self
+
+    def _read(self, response: http.client.HTTPResponse) -> None:
+        # Ends when __exit__ shuts the connection down under it, whatever that raises here.
+        with contextlib.suppress(Exception):
+            for line in response:
+                if line.strip():
+                    self.events.append(json.loads(line))
+
+    def __exit__(self, *exc: object) -> None:
+        connection = self._connection
+        if connection is not None and connection.sock is not None:
+            with contextlib.suppress(OSError):
+                connection.sock.shutdown(2)
+            connection.close()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
