@@ -28,6 +28,7 @@ from webhook.core.rules import (
     queue,
     rendezvous,
 )
+from webhook.core.rules import launcher as launcher_rules
 from webhook.core.rules import names as name_rules
 from webhook.core.rules import size as size_rules
 from webhook.core.rules import topology as topology_rules
@@ -282,6 +283,7 @@ def workload_findings(obj: Obj, adapter: KindAdapter, policy: PolicySpec) -> lis
     if prepared.plan is not None:
         found += env_rules.check(prepared.plan, extra_reserved=policy.reserved_env)
         found += accelerator_rules.check(prepared.plan)
+        found += launcher_rules.check(prepared.plan)
         found += _appended_env_findings(obj, adapter, prepared.groups, prepared.plan)
     found += pod_templates.check(obj, prepared.groups)
     found += partitions.check(prepared.groups)

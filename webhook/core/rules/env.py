@@ -203,15 +203,26 @@ def _pod_value(entry: Mapping[str, object], group_plan: GroupPlan, index: int) -
     return str(group_plan.offset + index)
 
 
+# What changes in the command once the plugin goes: its WORLD_SIZE counted pods, autowrap's
+# counts processes (pods x NPROC_PER_NODE).
+WORLD_SIZE_FOLLOW_UP = (
+    "then, in the command, its WORLD_SIZE counted pods and autowrap's counts processes: "
+    "torchrun --nnodes=$WORLD_SIZE becomes --nnodes=$NNODES (or no flag: torchrun reads "
+    "PET_NNODES), and a script without a launcher, one process per pod, needs the annotation "
+    f'{names.NPROC_ANNOTATION}: "1" on the job so that WORLD_SIZE counts pods again'
+)
+
+
 def _appended_finding(path: FieldPath, seen: _Appended) -> Violation:
     listed = _words(list(seen.names))
+    follow_up = f"; {WORLD_SIZE_FOLLOW_UP}" if "WORLD_SIZE" in seen.names else ""
     if not seen.differ:
         return warning(
             path,
             f"{seen.source} appends {listed} after autowrap's entries; they equal autowrap's in "
             "every pod today, but kubelet keeps the last entry of a name, so once they differ "
             "(its WORLD_SIZE counts pods, not processes: a GPU more per pod is enough) the pods "
-            f"silently run with its values; remove {path}",
+            f"silently run with its values; remove {path}{follow_up}",
         )
     parts = []
     for name, pods in seen.differ.items():
@@ -236,6 +247,7 @@ def _appended_finding(path: FieldPath, seen: _Appended) -> Violation:
         + _words(parts)
         + ", while torchrun reads autowrap's PET_*; "
         + "; ".join(fixes)
+        + follow_up
         + "; see docs/migration.md",
     )
 
