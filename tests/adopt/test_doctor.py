@@ -42,6 +42,7 @@ from testbed.cluster.resources import (
     RESOURCEFLAVORS,
     VCJOBS,
     WEBHOOK_CONFIGURATIONS,
+    Resource,
 )
 from testbed.pki import ServingPki
 from tests.adopt.cluster import AUTOWRAP, FLAVORS, NAMESPACE, Cluster, running_cluster
@@ -82,6 +83,7 @@ async def installed(
                              flavors={n: {"nodeLabels": f["nodeLabels"]}
                                       for n, f in FLAVORS.items()})  # fmt: skip
         installation.grant_rbac(cluster.api, rendered, AUTOWRAP.username)
+        _as_the_install_doc_says(cluster, rendered)
         # team-a (the shipped policy: wrap Always, default queue team-a-queue), set up right.
         cluster.api.add_namespace(TEAM_A, {"autowrap.io/wrap": "Always"})
         cluster.api.add_local_queue(TEAM_A, "team-a-queue", "cq")
@@ -91,6 +93,27 @@ async def installed(
 
 
 Installed = tuple[Cluster, Path]
+NETWORK_POLICIES = Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy",
+                            singular="networkpolicy", short_names=("netpol",))  # fmt: skip
+CONTROL_PLANE = "10.0.0.0/24"
+
+
+def _as_the_install_doc_says(cluster: Cluster, rendered: list[dict[str, Any]]) -> None:
+    """What a healthy install also holds: the NetworkPolicy with the control plane's range
+    set (docs/install.md), and the built-in ClusterRole edit as kube-controller-manager's
+    clusterrole-aggregation controller writes it, with autowrap-submitter's rules merged in."""
+    cluster.api.store.serve(NETWORK_POLICIES)
+    policy = copy.deepcopy(next(o for o in rendered if o["kind"] == "NetworkPolicy"))
+    policy["spec"]["ingress"][0]["from"] = [{"ipBlock": {"cidr": CONTROL_PLANE}}]
+    cluster.api.store.apply(NETWORK_POLICIES, policy)
+    submitter = next(o for o in rendered if o["metadata"]["name"] == "autowrap-submitter")
+    edit = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "edit"},
+            "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {
+                "rbac.authorization.k8s.io/aggregate-to-edit": "true"}}]},
+            "rules": [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create"]},
+                      *submitter["rules"]]}  # fmt: skip
+    installation.put(cluster.api, edit)
 
 
 @pytest.fixture

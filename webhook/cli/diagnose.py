@@ -39,6 +39,7 @@ ROLES = Kind(RBAC_GROUP, "v1", "roles", "Role")
 CLUSTER_ROLE_BINDINGS = Kind(RBAC_GROUP, "v1", "clusterrolebindings", "ClusterRoleBinding",
                              namespaced=False)  # fmt: skip
 ROLE_BINDINGS = Kind(RBAC_GROUP, "v1", "rolebindings", "RoleBinding")
+NETWORK_POLICIES = Kind("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy")
 
 
 def service_account(namespace: str) -> tuple[str, tuple[str, ...]]:
@@ -285,6 +286,9 @@ async def read(api: Api, *, install_namespace: str, only_namespace: str = "") ->
             "volcano_job_crd", kube.CRDS, None, "jobs.batch.volcano.sh"
         ),  # fmt: skip
         volcano_webhooks=volcano_hooks,
+        network_policy=await reader.get(
+            "network_policy", NETWORK_POLICIES, ns, doctor.NETWORK_POLICY
+        ),  # fmt: skip
         mutating=mutating,
         validating=validating,
         admission_policies=admission_policies,

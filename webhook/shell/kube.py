@@ -225,6 +225,8 @@ DOCTOR_CALLS: Final = (
     (KUEUE_GROUP, "clusterqueues", "get"),
     (KUEUE_GROUP, "resourceflavors", "get"),
     ("cert-manager.io", "certificates", "get"),
+    # Whether the webhook port admits only the control plane (the NetworkPolicy autowrap-webhook).
+    ("networking.k8s.io", "networkpolicies", "get"),
     # Whether OwnerReferencesPermissionEnforcement would refuse adoption: one dry-run Event
     # (never stored) made as autowrap's ServiceAccount, impersonated.
     ("", "serviceaccounts", "impersonate"),

@@ -32,6 +32,7 @@ from webhook.cli.doctor.facts import (
     MUTATING,
     MUTATING_WEBHOOKS,
     NAMED,
+    NETWORK_POLICY,
     POLICIES_CONFIGMAP,
     SELF_MANAGED_CALLS,
     SELF_MANAGED_FLAG,
@@ -77,6 +78,7 @@ from webhook.cli.doctor.prerequisites import (
     partition_policy,
     volcano,
 )
+from webhook.cli.doctor.reach import network_policy, submitters
 
 
 def judge(facts: Facts) -> list[Finding]:
@@ -92,12 +94,14 @@ def judge(facts: Facts) -> list[Finding]:
     out += webhook_configurations(facts)
     out += admission_policies(facts)
     out += endpoints(facts)
+    out.append(network_policy(facts))
     out += ca_bundles(facts)
     out.append(lease(facts))
     out += access(facts)
     if (references := owner_references(facts)) is not None:
         out.append(references)
     out += controller_identities(facts)
+    out.append(submitters(facts))
     out += policies(facts)
     return out
 
@@ -123,6 +127,7 @@ __all__ = [
     "LEVELS",
     "MUTATING",
     "MUTATING_WEBHOOKS",
+    "NETWORK_POLICY",
     "NAMED",
     "OK",
     "OPTIONAL",

@@ -84,6 +84,16 @@ MIN_KUBERNETES_MANIFESTS: Version = (1, 30, 0)
 MIN_KUEUE: Version = (0, 19, 0)
 MIN_KUEUE_WITH_GATE: Version = (0, 17, 0)
 MIN_APPWRAPPER: Version = (1, 1, 0)
+# Gated tasks are skipped by allocation, backfill, preemption and reclaim from Volcano 1.10;
+# tasks[].partitionPolicy from 1.14.
+MIN_VOLCANO: Version = (1, 10, 0)
+MIN_VOLCANO_PARTITIONS: Version = (1, 14, 0)
+# Volcano's Helm chart (installer/helm/chart/volcano/templates/scheduler.yaml): the scheduler is
+# what honours the scheduling gates, and its image tag is Volcano's version.
+VOLCANO_SCHEDULER = "volcano-scheduler"
+VOLCANO_SCHEDULER_IMAGE = "vc-scheduler"
+NETWORK_POLICY = "autowrap-webhook"
+WEBHOOK_PORT = 9443
 
 
 @dataclass(frozen=True)
@@ -116,6 +126,7 @@ class Facts:
     appwrapper_deployment: Obj | None = None
     volcano_job_crd: Obj | None = None
     volcano_webhooks: Mapping[str, Obj | None] = field(default_factory=dict)
+    network_policy: Obj | None = None  # autowrap-webhook in autowrap's namespace
     mutating: Obj | None = None
     validating: Obj | None = None
     admission_policies: Mapping[str, Obj | None] = field(default_factory=dict)

@@ -21,6 +21,10 @@ from webhook.cli.doctor.facts import (
     MIN_KUBERNETES_MANIFESTS,
     MIN_KUEUE,
     MIN_KUEUE_WITH_GATE,
+    MIN_VOLCANO,
+    MIN_VOLCANO_PARTITIONS,
+    VOLCANO_SCHEDULER,
+    VOLCANO_SCHEDULER_IMAGE,
     Facts,
     Version,
     cannot_read,
@@ -313,8 +317,8 @@ def volcano(facts: Facts) -> list[Finding]:
     if not batch or "v1alpha1" not in batch:
         out.append(Finding("prerequisites", "volcano-api", FAIL,
                            "the cluster does not serve batch.volcano.sh/v1alpha1 Jobs: Volcano "
-                           "is not installed", "install Volcano 1.10 or later (1.14 for "
-                           "partitionPolicy)"))  # fmt: skip
+                           "is not installed", f"install Volcano {shown(MIN_VOLCANO)} or later "
+                           f"({shown(MIN_VOLCANO_PARTITIONS)} for partitionPolicy)"))  # fmt: skip
     else:
         served = f"batch.volcano.sh {', '.join(batch)}; scheduling.volcano.sh " + (
             ", ".join(scheduling) if scheduling else "none"
@@ -337,8 +341,48 @@ def volcano(facts: Facts) -> list[Finding]:
     elif facts.volcano_webhooks:
         out.append(Finding("prerequisites", "volcano-webhooks", OK,
                            f"present: {', '.join(facts.volcano_webhooks)}"))  # fmt: skip
+    out.append(volcano_version(facts))
     out.append(partition_policy(facts))
     return out
+
+
+def volcano_version(facts: Facts) -> Finding:
+    """Volcano's version, from its scheduler's image tag (the scheduler honours the gates)."""
+    check = "volcano-version"
+    unread = unread_reason(facts, "workloads", "Deployments")
+    scheduler = next((w for w in facts.workloads if w.get("kind", "Deployment") == "Deployment"
+                      and _is_volcano_scheduler(w)), None)  # fmt: skip
+    if unread or scheduler is None:
+        return Finding("prerequisites", check, WARN,
+                       unread or f"no Deployment {VOLCANO_SCHEDULER} (or running the image "
+                       f"{VOLCANO_SCHEDULER_IMAGE}) found: Volcano's version is unknown",
+                       f"make sure Volcano {shown(MIN_VOLCANO)} or later schedules the wrapped "
+                       "jobs")  # fmt: skip
+    where = as_map(scheduler.get("metadata"))
+    at = f"{where.get('namespace')}/{where.get('name')}"
+    version = image_version(scheduler)
+    if version is None:
+        return Finding("prerequisites", check, WARN,
+                       f"{at}'s image carries no version tag (a digest?): Volcano's version is "
+                       "unknown", f"make sure Volcano is {shown(MIN_VOLCANO)} or later")  # fmt: skip
+    if version < MIN_VOLCANO:
+        return Finding("prerequisites", check, FAIL,
+                       f"Volcano {shown(version)} ({at}): its scheduler does not skip gated tasks, "
+                       "so adopt mode's pods could be placed before Kueue admits them",
+                       f"upgrade Volcano to {shown(MIN_VOLCANO)} or later, or set mode: Redirect "
+                       "in every policy until then")  # fmt: skip
+    partitions = "" if version >= MIN_VOLCANO_PARTITIONS else (
+        f"; tasks[].partitionPolicy needs {shown(MIN_VOLCANO_PARTITIONS)}"
+    )  # fmt: skip
+    return Finding("prerequisites", check, OK, f"Volcano {shown(version)} ({at}){partitions}")
+
+
+def _is_volcano_scheduler(workload: Any) -> bool:
+    if as_map(workload.get("metadata")).get("name") == VOLCANO_SCHEDULER:
+        return True
+    containers = as_list(as_map(as_map(as_map(workload.get("spec")).get("template"))
+                                .get("spec")).get("containers"))  # fmt: skip
+    return any(VOLCANO_SCHEDULER_IMAGE in str(as_map(c).get("image") or "") for c in containers)
 
 
 def partition_policy(facts: Facts) -> Finding:
