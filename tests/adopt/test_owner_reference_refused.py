@@ -34,7 +34,9 @@ async def test_a_missing_owner_reference_grant_is_said_on_the_job_and_fixed_by_t
         aw = cluster.appwrapper()
         assert aw is not None and aw["spec"].get("suspend") is True
         assert names.ADMISSION_GATED_BY_ANNOTATION in aw["metadata"]["annotations"]
-        await eventually(lambda: "AdoptionFailed" in cluster.events(), what="the AdoptionFailed Event")
+        await eventually(
+            lambda: "AdoptionFailed" in cluster.events(), what="the AdoptionFailed Event"
+        )
 
         # The documented fix: the component's grant. The Job is looked at again and runs.
         cluster.api.enforce_rbac(Rbac.from_manifests(OWNER_REFERENCES_COMPONENT),
