@@ -76,3 +76,12 @@ def test_a_podset_annotation_of_unicode_digits_names_no_podset() -> None:
         pod = {"metadata": {"annotations": {"autowrap.io/podset": value}}}
         assert release.podset_index(pod) is None, value
     assert release.podset_index({"metadata": {"annotations": {"autowrap.io/podset": "2"}}}) == 2
+
+
+def test_a_sub_milli_quantity_is_the_milli_value_the_apiserver_stores_on_the_pod() -> None:
+    """kube-apiserver rounds a Pod's quantities up to milli (SetDefaults_ResourceList); the Job's
+    template, a custom resource, keeps ``0.0001``."""
+    template = {"limits": {"nvidia.com/gpu": 1, "cpu": "0.0001"}}
+    assert _as_stored(template)["limits"]["cpu"] == "1m"
+    assert release.resources_mismatch(template, _as_stored(template)) == ""
+    assert release.resources_mismatch(template, {"limits": {"nvidia.com/gpu": "1", "cpu": "2m"}})

@@ -728,18 +728,8 @@ def test_i01_a_job_its_appwrapper_created_keeps_its_size_with_autowrap_down(
         {"requests": {"cpu": "0.5", "memory": "1024Mi"},
          "limits": {"cpu": "0.5", "memory": "1024Mi", GPU: 1}},
         {"requests": {"cpu": "1000m"}, "limits": {GPU: "1", "cpu": 2}},
-        pytest.param(
-            {"limits": {GPU: 1, "cpu": "0.0001"}},
-            marks=pytest.mark.xfail(strict=True, reason=(
-                "kube-apiserver rounds every quantity of a Pod's resource lists up to milli "
-                "precision (SetDefaults_ResourceList, pkg/apis/core/v1/defaults.go: cpu "
-                "'0.0001' is stored as '1m' on the pod, '100u' on the Job's template), while "
-                "release.resources_mismatch compares values rounded to nano "
-                "(webhook/model/quantity.py effective_requirements): the pod is never "
-                "released, the AppWrapper Running holds Kueue's quota, and the status says "
-                "'Admitted by Kueue, but pods stay gated'")),
-            id="i02-sub-milli-cpu",
-        ),
+        # kube-apiserver stores cpu "0.0001" as "1m" on the pod, "100u" on the Job's template.
+        {"limits": {GPU: 1, "cpu": "0.0001"}},
     ],
     ids=["i02-limits-only", "i02-fractions", "i02-millis-and-integers", "i02-sub-milli-cpu"],
 )  # fmt: skip

@@ -46,9 +46,10 @@ def parse(value: object) -> Decimal | None:
     return None
 
 
-# A Quantity keeps at most nano precision and rounds anything finer up (apimachinery
-# resource.Quantity, ``roundUp`` to Nano in ParseQuantity).
-_NANO = Decimal("1e-9")
+# kube-apiserver rounds every quantity of a Pod's resource lists up to milli precision
+# (SetDefaults_ResourceList, pkg/apis/core/v1/defaults.go: cpu "0.0001" is stored as "1m");
+# a Volcano Job's template, a custom resource, keeps what was written.
+_MILLI = Decimal("1e-3")
 
 
 def effective_requirements(
@@ -56,7 +57,8 @@ def effective_requirements(
 ) -> tuple[dict[str, Decimal | str], dict[str, Decimal | str]]:
     """A container's ``(requests, limits)`` as kube-apiserver stores them on a Pod: each
     quantity as its exact value (``0.5``, ``500m`` and ``"0.5"`` are one value; a string that
-    is no quantity stays as written, for the apiserver to refuse), and a request defaulted
+    is no quantity stays as written, for the apiserver to refuse; rounded up to milli, as the
+    apiserver stores a Pod's), and a request defaulted
     from the limit of each resource that names a limit and no request (``SetDefaults_Pod``,
     pkg/apis/core/v1/defaults.go: on a Pod only, never on a PodTemplate, which is why a Job's
     template and the pod made from it differ there)."""
@@ -68,7 +70,7 @@ def effective_requirements(
         for name, raw in part.items():
             exact = parse(raw)
             out[str(name)] = (
-                exact.quantize(_NANO, rounding=ROUND_CEILING) if exact is not None else str(raw)
+                exact.quantize(_MILLI, rounding=ROUND_CEILING) if exact is not None else str(raw)
             )
         return out
 
