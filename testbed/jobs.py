@@ -297,6 +297,8 @@ RESOURCE_SPELLINGS: dict[str, dict[str, Any]] = {
     },
     "millis": {"requests": {"cpu": "1000m"}, "limits": {"nvidia.com/gpu": "1", "cpu": "1500m"}},
     "binary": {"requests": {"memory": "1Gi"}, "limits": {"memory": "1536Mi", "nvidia.com/gpu": 1}},
+    # Stored as "1m" on the pod: kube-apiserver rounds a Pod's quantities up to milli.
+    "sub-milli": {"limits": {"nvidia.com/gpu": 1, "cpu": "0.0001"}},
 }
 
 
