@@ -296,6 +296,22 @@ def test_t05_a_near_miss_annotation_gets_a_did_you_mean(tmp_path, capsys):
     assert warning.endswith("did you mean autowrap.io/nproc-per-node?")
 
 
+@pytest.mark.parametrize(
+    ("key", "meant"),
+    [
+        ("autowrap.io/masterport", "autowrap.io/master-port"),
+        ("autowrap.io/master-tsk", "autowrap.io/master-task"),
+        ("autowrap.io/exclude-task", "autowrap.io/exclude-tasks"),
+        ("autowrap.io/nproc-per-nod", "autowrap.io/nproc-per-node"),
+    ],
+)
+def test_a_near_miss_names_the_closest_key_not_the_first_close_one(tmp_path, capsys, key, meant):
+    job = volcano_job("j").queue("q1").task("w", replicas=1).annotate(key, "1")
+    _, _, err = _run(capsys, "check", _dump(tmp_path, job), "-n", "ml", "--policy", POLICIES)
+    [warning] = _lines(err, "warning")
+    assert warning.endswith(f"did you mean {meant}?"), warning
+
+
 # --- T06: a Namespace in the same input ----------------------------------------------------
 
 NS_STREAM = """\

@@ -228,24 +228,29 @@ def _near_miss(path: str, key: str, known: Sequence[str], what: str) -> list[Fin
     if key in _KNOWN_KEYS:
         return []
     prefix, _, name = key.rpartition("/")
-    for candidate in known:
+    near: list[tuple[float, int, str]] = []  # (closeness, -position, candidate): the closest
+    for position, candidate in enumerate(known):
         known_prefix, _, known_name = candidate.rpartition("/")
-        same_prefix = prefix == known_prefix
-        if (same_prefix and (_close(name, known_name, 0.6) or _cut(name, known_name))) or (
-            name == known_name and _close(prefix, known_prefix, 0.8)
-        ):
-            return [
-                Finding(
-                    path,
-                    f"{key!r} is no {what} autowrap or Kueue reads, so it does nothing here; "
-                    f"did you mean {candidate}?",
-                )
-            ]
-    return []
+        if prefix == known_prefix:
+            score = _ratio(name, known_name)
+            if score >= 0.6 or _cut(name, known_name):
+                near.append((max(score, 0.6), -position, candidate))
+        elif name == known_name and _ratio(prefix, known_prefix) >= 0.8:
+            near.append((_ratio(prefix, known_prefix), -position, candidate))
+    if not near:
+        return []
+    candidate = max(near)[2]
+    return [
+        Finding(
+            path,
+            f"{key!r} is no {what} autowrap or Kueue reads, so it does nothing here; "
+            f"did you mean {candidate}?",
+        )
+    ]
 
 
-def _close(a: str, b: str, cutoff: float) -> bool:
-    return difflib.SequenceMatcher(None, a, b).ratio() >= cutoff
+def _ratio(a: str, b: str) -> float:
+    return difflib.SequenceMatcher(None, a, b).ratio()
 
 
 def _cut(name: str, known: str) -> bool:
