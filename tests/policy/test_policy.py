@@ -412,7 +412,7 @@ def test_policy_defaults_are_sensible():
         ),
         pytest.param(
             {"masterPort": 99999},
-            "spec.masterPort: must be less than or equal to 65535, got 99999",
+            "spec.masterPort: 99999 must be at most 65535; change it",
             id="a number out of range",
         ),
     ],

@@ -81,7 +81,7 @@ def parse(text: str, *, source: str) -> TestFile:
     try:
         return TestFile.model_validate(doc)
     except ValidationError as exc:
-        problems = "; ".join(policyerrors.describe(TestFile, e) for e in exc.errors())
+        problems = policyerrors.describe_all(TestFile, exc.errors())
         raise TestFileError(f"{source}: {problems}") from None
 
 

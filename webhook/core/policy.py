@@ -726,7 +726,7 @@ def parse(text: str, *, source: str) -> list[Policy]:
         try:
             policies.append(Policy.model_validate({**doc, "source": source}))
         except ValidationError as exc:
-            problems = "; ".join(policyerrors.describe(Policy, e) for e in exc.errors())
+            problems = policyerrors.describe_all(Policy, exc.errors())
             raise PolicyError(f"{where}: {problems}") from None
     return policies
 

@@ -14,6 +14,7 @@ import typing
 from collections.abc import Sequence
 from typing import Any
 
+import yaml
 from pydantic import BaseModel
 from pydantic_core import ErrorDetails
 
@@ -46,11 +47,29 @@ def field_path(loc: Sequence[int | str]) -> str:
     return out or "<document>"
 
 
+def describe_all(model: type[BaseModel], errors: Sequence[ErrorDetails]) -> str:
+    """Every error of one document, ``; ``-joined, each as :func:`describe` says it. A list that
+    is too short only because its items failed (pydantic counts the items that validated) is
+    not said: its items' own errors are."""
+    failed_below = [tuple(e["loc"]) for e in errors]
+    kept = [
+        e
+        for e in errors
+        if e["type"] != "too_short"
+        or not any(
+            len(o) > len(e["loc"]) and o[: len(e["loc"])] == tuple(e["loc"]) for o in failed_below
+        )  # fmt: skip
+    ]
+    return "; ".join(describe(model, e) for e in kept)
+
+
 def describe(model: type[BaseModel], error: ErrorDetails) -> str:
-    """``PATH: what is wrong; how to fix it`` for one pydantic error of ``model``."""
+    """``PATH: what is wrong; how to fix it`` for one pydantic error of ``model``, in words a
+    YAML author reads: values as YAML writes them, never Python's or pydantic's spelling."""
     loc = tuple(error["loc"])
     kind = error["type"]
     value = error.get("input")
+    ctx = error.get("ctx") or {}
     if kind == "extra_forbidden" and loc:
         return f"{field_path(loc)}: {_unknown(model, loc)}"
     path = field_path(loc)
@@ -63,17 +82,67 @@ def describe(model: type[BaseModel], error: ErrorDetails) -> str:
             listed = "one of " + ", ".join(repr(a) for a in allowed)
         else:
             listed = " or ".join(repr(a) for a in allowed) or "an allowed value"
-        return f"{path}: {value!r} is not allowed; use {listed}{hint}"
+        return f"{path}: {shown(value)}{_boolean(value)} is not allowed; use {listed}{hint}"
     if kind == "value_error":
-        cause = (error.get("ctx") or {}).get("error")
+        cause = ctx.get("error")
         if isinstance(cause, AtKey):
             return f"{field_path((*loc, cause.key))}: {cause.detail}"
         return f"{path}: {error['msg'].removeprefix('Value error, ')}"
     type_name = kind.split("_")[0]
     if kind.endswith(("_type", "_parsing")) and type_name in _WHAT:
-        return f"{path}: {value!r} is not {_WHAT[type_name]}; write {_WHAT[type_name]} here"
-    text = error["msg"].removeprefix("Input should be ").removeprefix("Value error, ")
-    return f"{path}: must be {text}, got {value!r}"
+        what = _WHAT[type_name]
+        return f"{path}: {shown(value)}{_boolean(value)} is not {what}; write {what} here"
+    if kind in ("too_short", "string_too_short"):
+        least = ctx.get("min_length", 1)
+        if least == 1:
+            return f"{path}: is empty; " + ("give at least one" if kind == "too_short" else
+                                            "write it")  # fmt: skip
+        unit = "items" if kind == "too_short" else "characters"
+        return f"{path}: needs at least {least} {unit}; add more"
+    if kind == "int_from_float":
+        return f"{path}: {shown(value)} is not a whole number; write a whole number here"
+    if kind in ("too_long", "string_too_long"):
+        most = ctx.get("max_length")
+        unit = "item" if kind == "too_long" else "character"
+        return f"{path}: {shown(value)} has more than {most} {unit}s; shorten it"
+    for bound, words in _BOUNDS.items():
+        if kind == bound:
+            limit = next(iter(ctx.values()), "")
+            return f"{path}: {shown(value)} must be {words} {limit}; change it"
+    return f"{path}: {shown(value)} is not valid here; see docs/policies.md for what it takes"
+
+
+_BOUNDS = {
+    "greater_than_equal": "at least",
+    "greater_than": "more than",
+    "less_than_equal": "at most",
+    "less_than": "less than",
+}
+
+
+def shown(value: object) -> str:
+    """A value as a YAML author wrote it: strings quoted, true/false/null, lists and mappings
+    in YAML's flow style, cut short when long."""
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, int | float):
+        return str(value)
+    try:
+        text = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
+    except yaml.YAMLError:
+        text = "a value of another kind"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _boolean(value: object) -> str:
+    """Where YAML read a bare word as true or false (``wrap: yes``), say so."""
+    return " (YAML reads an unquoted true, false, yes or no as a boolean; quote a word)" if (
+        isinstance(value, bool)
+    ) else ""  # fmt: skip
 
 
 def _unknown(model: type[BaseModel], loc: tuple[int | str, ...]) -> str:
