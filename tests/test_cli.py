@@ -316,7 +316,7 @@ def test_the_shipped_copy_is_the_set_deploy_installs():
     installed = sorted((REPO / "deploy" / "base" / "policies").glob("*.yaml"))
     assert [(f"{p.name} (shipped with autowrap)", p.read_text()) for p in installed] == (
         policyfiles.packaged()
-    ), "webhook/policies differs from deploy/base/policies: copy deploy/base/policies over"
+    ), "webhook/shell/policies differs from deploy/base/policies: copy deploy/base/policies over"
 
 
 def test_in_a_checkout_the_set_deploy_installs_is_used_not_the_examples(

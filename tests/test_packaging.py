@@ -34,8 +34,8 @@ def test_the_wheel_carries_the_policy_set_deploy_installs(wheel: Path) -> None:
     installed = sorted((REPO / "deploy" / "base" / "policies").glob("*.yaml"))
     with zipfile.ZipFile(wheel) as archive:
         shipped = {n: archive.read(n).decode() for n in archive.namelist()
-                   if n.startswith("webhook/policies/")}  # fmt: skip
-    assert shipped == {f"webhook/policies/{p.name}": p.read_text() for p in installed}
+                   if n.startswith("webhook/shell/policies/")}  # fmt: skip
+    assert shipped == {f"webhook/shell/policies/{p.name}": p.read_text() for p in installed}
 
 
 def test_the_installed_command_judges_with_it_outside_a_checkout(wheel: Path, tmp_path: Path):

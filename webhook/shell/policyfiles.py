@@ -22,7 +22,7 @@ from webhook.core import policy
 ENV_VAR = "AUTOWRAP_POLICY"
 DEFAULT_DIR = Path("policies")
 # The policy set deploy/ installs, in a checkout (relative to the working directory), and the
-# copy of it shipped inside the package (webhook/policies).
+# copy of it shipped inside the package (webhook/shell/policies).
 CHECKOUT_DIR = Path("deploy/base/policies")
 PACKAGED_DIR = "policies"
 
@@ -76,7 +76,7 @@ def from_config_map(data: dict[str, str]) -> list[tuple[str, str]]:
 def packaged() -> list[tuple[str, str]]:
     """(source, text) pairs of the policy set shipped inside the package: the one deploy/
     installs, for a CLI installed without a checkout."""
-    folder = resources.files("webhook") / PACKAGED_DIR
+    folder = resources.files("webhook.shell") / PACKAGED_DIR
     files = sorted((f for f in folder.iterdir() if is_policy_file(f.name)), key=lambda f: f.name)
     return [(f"{f.name} (shipped with autowrap)", f.read_text(encoding="utf-8")) for f in files]
 
