@@ -14,9 +14,10 @@ import typing
 from collections.abc import Sequence
 from typing import Any
 
-import yaml
 from pydantic import BaseModel
 from pydantic_core import ErrorDetails
+
+from webhook.model.yamltext import shown
 
 _WHAT = {
     "int": "a whole number",
@@ -118,24 +119,6 @@ _BOUNDS = {
     "less_than_equal": "at most",
     "less_than": "less than",
 }
-
-
-def shown(value: object) -> str:
-    """A value as a YAML author wrote it: strings quoted, true/false/null, lists and mappings
-    in YAML's flow style, cut short when long."""
-    if isinstance(value, str):
-        return repr(value)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    if isinstance(value, int | float):
-        return str(value)
-    try:
-        text = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
-    except yaml.YAMLError:
-        text = "a value of another kind"
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _boolean(value: object) -> str:

@@ -41,3 +41,21 @@ def _tab_at(text: str | None, line: int, column: int) -> str:
         f"; line {line + 1} has a tab at column {lines[line].index(chr(9)) + 1}: YAML indents "
         "with spaces only, so replace the tab with spaces"
     )
+
+
+def shown(value: object) -> str:
+    """A value as a YAML author wrote it: strings quoted, true/false/null, lists and mappings
+    in YAML's flow style, cut short when long."""
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, int | float):
+        return str(value)
+    try:
+        text = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
+    except yaml.YAMLError:
+        text = "a value of another kind"
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -17,6 +17,7 @@ from typing import Any
 from webhook.model import dnsnames, quantity
 from webhook.model.fields import SPEC, FieldPath, Violation, error
 from webhook.model.objects import as_list, as_map, int_or_none
+from webhook.model.yamltext import shown
 
 TASKS = SPEC.child("tasks")
 
@@ -110,7 +111,7 @@ def _bound(owner: Mapping[str, Any], field: str, minimum: int, base: FieldPath) 
     path = base.child(field)
     meaning = _MEANING[field]
     if value is None:
-        return [error(path, f"{raw!r} is not an integer; set {meaning} as a whole number")]
+        return [error(path, f"{shown(raw)} is not an integer; set {meaning} as a whole number")]
     if value < minimum:
         adjective = "negative" if value < 0 else "below 1"
         return [
@@ -183,7 +184,7 @@ def check_policies(raw: object, base: FieldPath) -> list[Violation]:
                     found.append(
                         error(
                             event_path,
-                            f"{event!r} is not an event a policy can name; use one of: "
+                            f"{shown(event)} is not an event a policy can name; use one of: "
                             f"{', '.join(EVENTS)}",
                         )
                     )
@@ -202,7 +203,7 @@ def check_policies(raw: object, base: FieldPath) -> list[Violation]:
             value = int_or_none(code)
             code_path = path.child("exitCode")
             if value is None:
-                found.append(error(code_path, f"{code!r} is not an exit code; use an integer"))
+                found.append(error(code_path, f"{shown(code)} is not an exit code; use an integer"))
             elif value == 0:  # util.go:105-108
                 found.append(
                     error(
@@ -255,7 +256,7 @@ def _check_action(policy: Mapping[str, Any], path: FieldPath) -> list[Violation]
     return [
         error(
             path.child("action"),
-            f"{action!r} is not an action a policy can take; use one of: {', '.join(ACTIONS)}",
+            f"{shown(action)} is not an action a policy can take; use one of: {', '.join(ACTIONS)}",
         )
     ]
 
@@ -443,7 +444,7 @@ def check_topology_policy(task: Mapping[str, Any], path: FieldPath) -> list[Viol
         return [
             error(
                 where,
-                f"{policy!r} is not a NUMA topology policy; use one of: "
+                f"{shown(policy)} is not a NUMA topology policy; use one of: "
                 f"{', '.join(TOPOLOGY_POLICIES)}",
             )
         ]
@@ -458,11 +459,11 @@ def check_topology_policy(task: Mapping[str, Any], path: FieldPath) -> list[Viol
             cpu = quantity.parse(requests.get("cpu"))
             if cpu is not None and cpu > 0 and cpu == cpu.to_integral_value():
                 continue
-            shown = "no CPUs" if cpu is None or cpu == 0 else f"{quantity.show(cpu)} CPUs"
+            asked = "no CPUs" if cpu is None or cpu == 0 else f"{quantity.show(cpu)} CPUs"
             found.append(
                 error(
                     path.child("template", "spec", list_name).index(ci).child("resources"),
-                    f"asks for {shown}, but topologyPolicy {policy!r} needs a whole number of "
+                    f"asks for {asked}, but topologyPolicy {policy!r} needs a whole number of "
                     f"CPUs in every container; request e.g. cpu: {_whole_cpus(cpu)}",
                 )
             )

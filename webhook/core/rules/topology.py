@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from webhook.core.workload import TopologySlot
 from webhook.model.fields import Violation, error, warning
 from webhook.model.objects import as_map, int_or_none
+from webhook.model.yamltext import shown
 
 
 def check(slots: Iterable[TopologySlot], *, max_tier: int | None) -> list[Violation]:
@@ -23,7 +24,7 @@ def check(slots: Iterable[TopologySlot], *, max_tier: int | None) -> list[Violat
             found.append(
                 error(
                     slot.path.child("mode"),
-                    f'{mode!r} is not a topology mode; use "hard" or "soft"',
+                    f'{shown(mode)} is not a topology mode; use "hard" or "soft"',
                 )
             )
         has_tier = "highestTierAllowed" in topo and topo["highestTierAllowed"] is not None
@@ -33,7 +34,10 @@ def check(slots: Iterable[TopologySlot], *, max_tier: int | None) -> list[Violat
             path = slot.path.child("highestTierAllowed")
             if tier is None or tier < 0:
                 found.append(
-                    error(path, f"{topo['highestTierAllowed']!r} is not a tier; use an integer ≥ 0")
+                    error(
+                        path,
+                        f"{shown(topo['highestTierAllowed'])} is not a tier; use an integer ≥ 0",
+                    )
                 )
             elif max_tier is not None and tier > max_tier:
                 found.append(
