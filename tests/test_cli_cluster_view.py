@@ -85,7 +85,7 @@ def test_t01_an_unquoted_label_or_annotation_is_refused_at_its_field_as_kubectl_
     )
     code, out, err = _run(capsys, "check", _file(tmp_path, text), "--policy", POLICIES)
     assert code == 1
-    assert out == "Job ml/llama-ft: rejected (3 errors)\n"
+    assert out == f"Job ml/llama-ft: rejected (3 errors{BEFORE}\n"
     errors = _lines(err, "error")
     assert [line.split(": ")[2] for line in errors] == [
         "metadata.labels[autowrap.io/wrap]",
@@ -108,11 +108,47 @@ def test_t01_quoted_values_pass_and_are_used(tmp_path, capsys):
 
 # --- T02: fields the Volcano Job CRD does not name -------------------------------------------
 
+BEFORE = (
+    "; kubectl and the API server refuse it before any webhook sees it; autowrap judges it once "
+    "these are fixed)"
+)
+
+
+def test_every_field_kubectl_refuses_is_said_at_once_container_fields_included(tmp_path, capsys):
+    """The strict decoding that refuses a misspelt Job field refuses a misspelt container field
+    of its pod template in the same answer: all three in one run, not in rounds."""
+    job = volcano_job("typo").queue("q1").task("master", replicas=1).task("worker", replicas=2)
+    obj = job.build()
+    obj["spec"]["schedulerNmae"] = "volcano"
+    obj["spec"]["tasks"][1]["replica"] = obj["spec"]["tasks"][1].pop("replicas")
+    obj["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["resource"] = {"limits": {}}
+    code, out, err = _run(capsys, "check", _dump(tmp_path, obj), "-n", "ml", "--policy", POLICIES)
+    assert code == 1 and out == f"Job ml/typo: rejected (3 errors{BEFORE}\n"
+    paths = [line.split(": ")[2] for line in _lines(err, "error")]
+    assert paths == [
+        "spec.schedulerNmae",
+        "spec.tasks[1].replica",
+        "spec.tasks[0].template.spec.containers[0].resource",
+    ]
+
+
+def test_a_container_field_alone_is_said_with_autowrap_s_own_findings(tmp_path, capsys):
+    job = volcano_job("typo").queue("q1").task("w", replicas=2).env("w", "RANK", "0")
+    obj = job.build()
+    obj["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["resource"] = {"limits": {}}
+    code, out, err = _run(capsys, "check", _dump(tmp_path, obj), "-n", "ml", "--policy", POLICIES)
+    assert code == 1 and out == "Job ml/typo: rejected (2 errors)\n"
+    paths = sorted(line.split(": ")[2] for line in _lines(err, "error"))
+    assert paths == [
+        "spec.tasks[0].template.spec.containers[0].env[0]",
+        "spec.tasks[0].template.spec.containers[0].resource",
+    ]
+
 
 def test_t02_misspelled_volcano_job_fields_are_refused_with_the_name_meant(tmp_path, capsys):
     text = _torchrun(spec="  minAvaliable: 3\n", replicas="replica")
     code, out, err = _run(capsys, "check", _file(tmp_path, text), "--policy", POLICIES)
-    assert code == 1 and out == "Job ml/llama-ft: rejected (2 errors)\n"
+    assert code == 1 and out == f"Job ml/llama-ft: rejected (2 errors{BEFORE}\n"
     errors = _lines(err, "error")
     assert len(errors) == 2 and _lines(err, "warning") == []  # no derived "replicas: not set"
     assert errors[0].startswith("error: Job ml/llama-ft: spec.minAvaliable: unknown field;")

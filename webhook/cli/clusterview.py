@@ -17,8 +17,8 @@ from typing import Any
 from webhook.cli.summary import Finding
 from webhook.core import engine, kinds
 from webhook.core.policy import WrapMode
-from webhook.model import crdschema, names, objects
-from webhook.model.fields import LABELS, ROOT, Violation
+from webhook.model import crdschema, names, objects, podschema
+from webhook.model.fields import LABELS, ROOT, Severity, Violation
 
 # The namespace label the "*-always" webhook entries select (deploy/base/webhooks.yaml,
 # namespaceSelector autowrap.io/wrap In [Always]): without it, unlabelled objects never reach
@@ -82,8 +82,31 @@ def is_cluster_scoped(obj: Mapping[str, Any]) -> bool:
 
 def refusals(obj: Mapping[str, Any]) -> list[Violation]:
     """What kubectl or the API server refuses before any webhook sees the object: label and
-    annotation values that are not strings, fields its CRD (or ObjectMeta) does not name."""
-    return crdschema.unknown_fields(obj)
+    annotation values that are not strings, fields its CRD (or ObjectMeta) does not name, and
+    with them the unknown or mistyped fields of its pod templates, which the same strict
+    decoding refuses in the same answer (every error at once, not in rounds). A pod template's
+    fields alone are left to autowrap's own rule (``rules.pod_templates``), which says them
+    beside everything else autowrap finds."""
+    found = crdschema.unknown_fields(obj)
+    if found:
+        found += _template_refusals(obj)
+    return found
+
+
+def _template_refusals(obj: Mapping[str, Any]) -> list[Violation]:
+    adapter = kinds.find(obj.get("apiVersion"), obj.get("kind"))
+    if adapter is None:
+        return []
+    found: list[Violation] = []
+    for group in adapter.pod_groups(dict(obj)):
+        spec = objects.as_map(group.template).get("spec")
+        if isinstance(spec, Mapping):
+            found += [
+                v
+                for v in podschema.check_spec(spec, group.template_path.child("spec"))
+                if v.severity is Severity.ERROR
+            ]
+    return found
 
 
 def namespace_labels(documents: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, str]]:

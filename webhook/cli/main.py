@@ -430,6 +430,8 @@ def cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO)
 
 
 def _check_line(s: Summary) -> str:
+    if s.result is Result.REJECTED and s.reason.endswith(REFUSED_BEFORE_ADMISSION):
+        return f"rejected ({errors(len(s.violations))}; {REFUSED_BEFORE_ADMISSION})"
     if s.result is Result.REJECTED:
         return f"rejected ({errors(len(s.violations))})"
     if s.result is Result.WRAPPED:

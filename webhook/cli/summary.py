@@ -81,7 +81,11 @@ def summarize(outcome: engine.Outcome) -> Summary:
     match = outcome.match
     policy_reason = match.reason if match else outcome.reason
     appwrapper = _appwrapper_name(outcome.result)
-    if verdict.denied:
+    if verdict.denied and outcome.result is None and outcome.reason:
+        # Refused before admission (kubectl, the API server): why autowrap said nothing more.
+        result, appwrapper = Result.REJECTED, None
+        reason = f"rejected: {errors(len(violations))}; {outcome.reason}"
+    elif verdict.denied:
         result, appwrapper = Result.REJECTED, None
         them = "it is" if len(violations) == 1 else "they are"
         reason = f"rejected: {errors(len(violations))}; nothing is created until {them} fixed"
