@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import copy
 import difflib
 import json
 import re
@@ -49,12 +48,13 @@ from typing import Any
 import yaml
 
 from tools.render_release import DEFAULT_NAMESPACE, DEPLOY, IMAGE, REPO, parse_image
+from webhook.shell.uninstall import KEPT_CLUSTER_ROLES
 
 Obj = dict[str, Any]
 CHART = DEPLOY / "helm" / "autowrap"
-# `autowrap uninstall` leaves these for the Volcano Jobs the AppWrapper controller still runs
-# (webhook/shell/uninstall.py, KEPT_CLUSTER_ROLES); `helm uninstall` must leave them as well.
-KEPT = frozenset({"autowrap-appwrapper-volcano-jobs"})
+# `autowrap uninstall` leaves these for the Volcano Jobs the AppWrapper controller still runs;
+# `helm uninstall` must leave them as well.
+KEPT = KEPT_CLUSTER_ROLES
 KEEP_ANNOTATION = "helm.sh/resource-policy"
 
 # Certificate mode -> the kustomization it installs, relative to deploy/.
@@ -318,47 +318,47 @@ class Defaults:
     cidr: str = ""
 
 
-def _find(objs: Iterable[Obj], kind: str, name: str) -> Obj:
-    for obj in objs:
-        if _key(obj) == (kind, name):
-            return obj
-    raise RenderError(f"the manifests hold no {kind} {name}")
-
-
 def _take_values(objs: list[Obj], defaults: Defaults) -> None:
-    """Put the placeholders where the values go, checking that every rendering holds the
-    defaults there (a value the chart would silently drop otherwise)."""
+    """Put the placeholders where the values go. The first rendering's values there are the
+    defaults; every other rendering must hold the same (else the chart would drop a value)."""
     for obj in objs:
-        kind, name = _key(obj)
-        if (kind, name) == ("Deployment", "autowrap"):
+        key = _key(obj)
+        if key == ("Deployment", "autowrap"):
             spec = obj["spec"]
             container = spec["template"]["spec"]["containers"][0]
             if container["name"] != "autowrap":
                 raise RenderError(f"Deployment autowrap: first container {container['name']}")
             image = parse_image(container["image"])
             found = Defaults(image.name, image.tag, spec["replicas"], container["resources"])
-            spec["replicas"] = _REPLICAS
-            container["image"] = _IMAGE
-            container["resources"] = _RESOURCES
-        elif (kind, name) == ("NetworkPolicy", "autowrap-webhook"):
+            spec["replicas"], container["image"], container["resources"] = (
+                _REPLICAS, _IMAGE, _RESOURCES
+            )  # fmt: skip
+        elif key == ("NetworkPolicy", "autowrap-webhook"):
             block = obj["spec"]["ingress"][0]["from"][0]["ipBlock"]
-            defaults.cidr = defaults.cidr or block["cidr"]
-            if block["cidr"] != defaults.cidr:
-                raise RenderError("NetworkPolicy autowrap-webhook: the CIDR differs by variant")
+            found = (
+                replace(defaults, cidr=block["cidr"])
+                if defaults.cidr
+                else Defaults(cidr=block["cidr"])
+            )
             block["cidr"] = _CIDR
-            continue
-        elif (kind, name) == ("ConfigMap", "autowrap-policies"):
+        elif key == ("ConfigMap", "autowrap-policies"):
             obj["data"] = {_POLICIES: obj["data"]}
             continue
         else:
             continue
-        if not defaults.repository:
-            defaults.repository, defaults.tag = found.repository, found.tag
-            defaults.replicas, defaults.resources = found.replicas, found.resources
-        elif (found.repository, found.tag, found.replicas, found.resources) != (
-            defaults.repository, defaults.tag, defaults.replicas, defaults.resources
-        ):  # fmt: skip
-            raise RenderError("Deployment autowrap: image, replicas or resources differ by variant")
+        _agree(defaults, found, key)
+
+
+def _agree(defaults: Defaults, found: Defaults, key: tuple[str, str]) -> None:
+    """Record the values ``found`` in ``key`` as the defaults, or check them against those."""
+    for name in ("repository", "tag", "replicas", "resources", "cidr"):
+        value, recorded = getattr(found, name), getattr(defaults, name)
+        if not value:
+            continue
+        if not recorded:
+            setattr(defaults, name, value)
+        elif value != recorded:
+            raise RenderError(f"{key[0]} {key[1]}: {name} differs between the variants")
 
 
 def _indent(text: str, spaces: int) -> str:
@@ -369,31 +369,25 @@ def _indent(text: str, spaces: int) -> str:
 def _values_references(text: str) -> str:
     """The placeholders replaced by the template expressions of their values."""
     out: list[str] = []
-    seen: set[str] = set()
     for line in text.splitlines(True):
         stripped = line.strip()
         indent = len(line) - len(line.lstrip(" "))
         pad = " " * indent
         if stripped == f"replicas: {_REPLICAS}":
             out.append(f"{pad}replicas: {{{{ .Values.replicas }}}}\n")
-            seen.add(_REPLICAS)
         elif stripped in (f"image: {_IMAGE}", f"- image: {_IMAGE}"):
             lead = "- " if stripped.startswith("- ") else ""
             out.append(f'{pad}{lead}image: {{{{ include "autowrap.image" . | quote }}}}\n')
-            seen.add(_IMAGE)
         elif stripped == f"resources: {_RESOURCES}":
             out.append(f"{pad}resources:\n")
             out.append(f"{pad}  {{{{- toYaml .Values.resources | nindent {indent + 2} }}}}\n")
-            seen.add(_RESOURCES)
         elif stripped == f"cidr: {_CIDR}":
             out.append(f"{pad}cidr: {{{{ .Values.networkPolicy.controlPlaneCIDR | quote }}}}\n")
-            seen.add(_CIDR)
         elif stripped == f"{_POLICIES}:":
             # The data mapping's one key; its value (the default set) follows, one deeper.
             out.append(f"{pad[:-2]}{{{{- if .Values.policies }}}}\n")
             out.append(f"{pad}{{{{- toYaml .Values.policies | nindent {indent} }}}}\n")
             out.append(f"{pad[:-2]}{{{{- else }}}}\n")
-            seen.add(_POLICIES)
             out.append("\0policies-default\0")
         else:
             if any(p in line for p in (_REPLICAS, _IMAGE, _RESOURCES, _CIDR, _POLICIES)):
@@ -463,7 +457,18 @@ class Rendering:
 
     templates: dict[str, list[str]]
     defaults: Defaults
-    default_policies: Obj
+
+
+# What each value becomes in the templates: each must be found there.
+VALUE_EXPRESSIONS = (
+    "{{ .Values.replicas }}",
+    '{{ include "autowrap.image" . | quote }}',
+    "{{- toYaml .Values.resources",
+    "{{ .Values.networkPolicy.controlPlaneCIDR | quote }}",
+    "{{- toYaml .Values.policies",
+    NAMESPACE_TEMPLATE,
+    IDENTITIES_TEMPLATE,
+)
 
 
 def _renderings() -> dict[tuple[str, Any], list[Obj]]:
@@ -520,15 +525,12 @@ def _text_for(texts: dict[tuple[str, Any], str | None], choice: Choice, option: 
 def render_templates() -> Rendering:
     renderings = _renderings()
     defaults = Defaults()
-    default_policies: Obj = {}
     order: list[tuple[str, str]] = []
     texts: dict[tuple[str, str], dict[tuple[str, Any], str | None]] = {}
     for which, objs in renderings.items():
         for obj in objs:
             if obj["metadata"].get("name") in KEPT and obj["kind"].startswith("ClusterRole"):
                 obj["metadata"].setdefault("annotations", {})[KEEP_ANNOTATION] = "keep"
-            if _key(obj) == ("ConfigMap", "autowrap-policies") and which == ("", None):
-                default_policies = copy.deepcopy(obj["data"])
         _take_values(objs, defaults)
         for obj in objs:
             key = _key(obj)
@@ -548,7 +550,11 @@ def render_templates() -> Rendering:
             block = _values_references(_object_block(key, texts[key]))
         _check_no_blank_before_action(block.splitlines(), f"{kind} {name}")
         templates.setdefault(kind, []).append(_standins(block))
-    return Rendering(templates, defaults, default_policies)
+    written = "".join(b for blocks in templates.values() for b in blocks)
+    missing = [e for e in VALUE_EXPRESSIONS if e not in written]
+    if missing:
+        raise RenderError(f"values written nowhere in the templates: {', '.join(missing)}")
+    return Rendering(templates, defaults)
 
 
 def _namespace_block(text: str) -> str:
