@@ -32,7 +32,17 @@ from typing import Any
 
 import yaml
 
-from testbed.real import addons, autowrap, build, controlplane, hosts, kubeapi, manifests, objects
+from testbed.real import (
+    addons,
+    autowrap,
+    build,
+    controlplane,
+    hosts,
+    kubeapi,
+    manifests,
+    objects,
+    processes,
+)
 from testbed.real.cluster import (
     MALLORY,
     NAMESPACE,
@@ -134,6 +144,11 @@ class Launch:
                 self.sources["volcano"].result(), self.ports["volcano-webhook"],
                 self.ca.cert_pem)),
             "autowrap": self.pool.submit(autowrap.render, self.ports["autowrap-webhook"]),
+            "deployments": self.pool.submit(lambda: [
+                addons.kueue_deployment(self.kubectl, self.sources["kueue"].result(),
+                                        self.bin["kueue"].version),
+                addons.appwrapper_deployment(self.kubectl, self.sources["appwrapper"].result(),
+                                             self.bin["appwrapper"].version)]),
         }  # fmt: skip
         self.mark("prepared")
 
@@ -269,6 +284,10 @@ class Launch:
         self.supervisor.wait("kueue", lambda: self.admin.apply(resource_flavor()),
                              timeout=DEADLINE, what="answering its webhooks (ResourceFlavor)")  # fmt: skip
         self.admin.apply(cluster_queue())
+        # Kueue's and the AppWrapper controller's Deployments, created once Kueue's webhooks
+        # (which judge Deployments) answer; their processes run on the host.
+        for deployment in self.renders["deployments"].result():
+            self.admin.apply(deployment)
         add_namespace(self.admin, NAMESPACE)
         self.admin.apply({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
@@ -312,6 +331,13 @@ class Launch:
         sup.wait("kwok", lambda: self.nodes_ready(),
                  timeout=DEADLINE, what=f"{objects.NODES} nodes Ready without the not-ready taint")  # fmt: skip
         self.mark("nodes ready")
+        for deployment in self.renders["deployments"].result():
+            namespace, name = deployment["metadata"]["namespace"], deployment["metadata"]["name"]
+            path = f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}"
+            sup.wait("kube-controller-manager",
+                     lambda p=path: ((admin.get(p) or {}).get("status") or {}).get("readyReplicas"),
+                     timeout=DEADLINE, what=f"Deployment {namespace}/{name} ready")  # fmt: skip
+        self.mark("deployments ready")
 
     def nodes_ready(self) -> bool:
         listed = self.admin.request("GET", "/api/v1/nodes")
@@ -343,6 +369,8 @@ def launch(workdir: Path | None = None, *, replicas: int = 1) -> Iterator[RealCl
     # fixed) and /etc/hosts names are the machine's. A second session waits its turn.
     lock = open(LOCK_PATH, "w")  # noqa: SIM115 (held for the whole session, closed below)
     fcntl.flock(lock, fcntl.LOCK_EX)
+    for program in processes.reap_leftovers():
+        print(f"testbed.real: stopped {program}, left running by an earlier session")
     try:
         run.prepare()
         run.control_plane()

@@ -14,6 +14,7 @@ import os
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -74,6 +75,34 @@ def tail(path: Path, lines: int = TAIL) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+# Every process group started on this machine for a real cluster, with its program: what a
+# session killed before it could stop them (a SIGKILL, a CI timeout) left running is found here
+# by the next session, which holds the machine's lock, and stopped (``reap_leftovers``).
+LEDGER = Path(tempfile.gettempdir()) / "autowrap-real-cluster.groups"
+
+
+def reap_leftovers() -> list[str]:
+    """Kill the process groups an earlier session recorded and left running; their programs.
+    Only a group whose leader still runs the recorded program is killed (a pid reused since
+    belongs to someone else). Call it holding the machine's lock."""
+    killed = []
+    with contextlib.suppress(FileNotFoundError):
+        for line in LEDGER.read_text().splitlines():
+            pid_text, _, program = line.partition(" ")
+            if not pid_text.isdigit():
+                continue
+            try:
+                running = Path(f"/proc/{pid_text}/cmdline").read_bytes().split(b"\0")[0].decode()
+            except OSError:
+                continue
+            if running == program:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(int(pid_text), signal.SIGKILL)
+                    killed.append(program)
+    LEDGER.write_text("")
+    return killed
+
+
 class Supervisor:
     """Starts, watches and stops the session's processes; :meth:`stop_all` leaves none."""
 
@@ -108,6 +137,8 @@ class Supervisor:
             )
         process = Process(name, list(argv), log, popen)
         self.processes[name] = process
+        with LEDGER.open("a") as ledger:
+            ledger.write(f"{popen.pid} {argv[0]}\n")
         return process
 
     def stop(self, name: str, timeout: float = 10.0) -> None:

@@ -7,6 +7,7 @@ the repository; without them the tier is skipped, saying so, or fails under
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -23,5 +24,15 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealClust
         prerequisites.unavailable(
             f"upstream binaries not built ({', '.join(missing)}): run python -m testbed.real build"
         )
-    with launcher.launch(tmp_path_factory.mktemp("real-cluster")) as cluster:
-        yield cluster
+    # A session ended by SIGTERM (a CI timeout, `timeout`) stops the cluster as Ctrl-C does,
+    # instead of leaving it running.
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        with launcher.launch(tmp_path_factory.mktemp("real-cluster")) as cluster:
+            yield cluster
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
