@@ -10,6 +10,7 @@ project ships and autowrap's rules see the usernames they were written for. Ever
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,9 @@ Obj = dict[str, Any]
 KUEUE_NS = "kueue-system"
 KUEUE_SA = "kueue-controller-manager"
 KUEUE_WEBHOOK = "kueue-webhook-service"
+KUEUE_DEPLOYMENT = "kueue-controller-manager"
+# Where Kueue's releases publish the manager image (its Makefile's IMAGE_REGISTRY for a release).
+KUEUE_IMAGE = "registry.k8s.io/kueue/kueue"
 # Kueue reads its metrics certificate from this fixed path when it does not manage certificates.
 KUEUE_METRICS_CERTS = Path("/etc/kueue/metrics/certs")
 KUEUE_FRAMEWORKS = ("batch/job", "workload.codeflare.dev/appwrapper")
@@ -30,6 +34,7 @@ APPWRAPPER_SA = "appwrapper-controller-manager"
 APPWRAPPER_WEBHOOK = "appwrapper-webhook-service"
 APPWRAPPER_WEBHOOK_PORT = 9443
 APPWRAPPER_SECRET = "appwrapper-webhook-server-cert"
+APPWRAPPER_DEPLOYMENT = "appwrapper-controller-manager"
 VOLCANO_NS = "volcano-system"
 VOLCANO_RELEASE = "volcano"
 VOLCANO_WEBHOOK = f"{VOLCANO_RELEASE}-admission-service"
@@ -52,6 +57,33 @@ def kueue_objects(kubectl: Path, source: Path, webhook_port: int, ca_pem: bytes)
     rendered = manifests.kustomize(kubectl, source / "config" / "default")
     kept = manifests.select(rendered)
     return manifests.serve_from_host(kept, {f"{KUEUE_WEBHOOK}.{KUEUE_NS}": webhook_port}, ca_pem)
+
+
+def kueue_deployment(kubectl: Path, source: Path, version: str) -> Obj:
+    """Kueue's Deployment as its release manifest ships it: the image its releases publish,
+    tagged with the version that runs on the host, and the feature gate it runs with."""
+    rendered = manifests.kustomize(kubectl, source / "config" / "default")
+    gates = [
+        a for a in kueue(Path("/manager"), Path("/config.yaml")) if a.startswith("--feature-gates")
+    ]
+    return released(rendered, KUEUE_DEPLOYMENT, f"{KUEUE_IMAGE}:{version}", gates)
+
+
+def released(rendered: list[Obj], name: str, image: str, extra_args: list[str]) -> Obj:
+    """The Deployment ``name`` of a rendered install, with ``image`` and ``extra_args``.
+
+    Its process runs on the host, so its pod is KWOK's (Running, ready, doing nothing); what
+    it is there for is what a user's cluster shows about the controller: its Deployment, the
+    version in its image's tag, its arguments and a ready replica (what ``autowrap doctor``
+    reads, as ``kubectl get deployments`` does)."""
+    deployment = copy.deepcopy(next(o for o in rendered if o["kind"] == "Deployment"
+                                    and o["metadata"]["name"] == name))  # fmt: skip
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    container["image"] = image
+    container["args"] = [*(container.get("args") or []),
+                         *(a for a in extra_args if a not in (container.get("args") or []))]  # fmt: skip
+    deployment["spec"]["replicas"] = 1
+    return deployment
 
 
 def kueue_config(*, webhook_port: int, cert_dir: Path, health: int, metrics: int) -> Obj:
@@ -90,6 +122,15 @@ def appwrapper_objects(kubectl: Path, source: Path) -> list[Obj]:
     kept = manifests.select(rendered, manifests.INSTALL_KINDS | {"Secret"})
     hosted = {f"{APPWRAPPER_WEBHOOK}.{APPWRAPPER_NS}": APPWRAPPER_WEBHOOK_PORT}
     return manifests.serve_from_host(kept, hosted)
+
+
+def appwrapper_deployment(kubectl: Path, source: Path, version: str) -> Obj:
+    """The AppWrapper controller's Deployment as its release ships it (its image tagged with
+    the version that runs on the host)."""
+    rendered = manifests.kustomize(kubectl, source / "config" / "default")
+    deployment = next(o for o in rendered if o["kind"] == "Deployment")
+    image = str(deployment["spec"]["template"]["spec"]["containers"][0]["image"])
+    return released(rendered, APPWRAPPER_DEPLOYMENT, f"{image.rsplit(':', 1)[0]}:{version}", [])
 
 
 def appwrapper_config(*, tmpdir: Path, health: int, metrics: int) -> Obj:
