@@ -60,3 +60,16 @@ def test_check_mode_reports_a_stale_file_and_write_mode_fixes_it(
     assert "stale: autowrap-base.yaml" in capsys.readouterr().out
     assert render_release.main([]) == 0
     assert render_release.main(["--check"]) == 0
+
+
+@pytest.mark.parametrize("variant", sorted(render_release.VARIANTS))
+def test_every_object_carries_the_label_uninstall_finds_the_install_by(variant: str) -> None:
+    """`autowrap uninstall` (and `kubectl apply --prune`) selects the install by
+    app.kubernetes.io/part-of: an overlay's own objects carry it as the base's do."""
+    docs = [d for d in yaml.safe_load_all(render_release.release_path(variant).read_text()) if d]
+    unlabelled = [
+        f"{d['kind']} {d['metadata']['name']}"
+        for d in docs
+        if (d["metadata"].get("labels") or {}).get("app.kubernetes.io/part-of") != "autowrap"
+    ]
+    assert unlabelled == []
