@@ -164,7 +164,9 @@ def local_queue(namespace: str, name: str, cluster_queue: str) -> Obj:
             "spec": {"clusterQueue": cluster_queue}}  # fmt: skip
 
 
-def as_alice(cluster: RealCluster, *args: str, input: str | None = None) -> Any:
+def as_alice(
+    cluster: RealCluster, *args: str, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
     """kubectl as ``alice``, an authenticated user the administrator impersonates (``kubectl
     --as``): a second namespace user without credentials of her own."""
     return cluster.kubectl("--as", "alice", "--as-group", AUTHENTICATED, *args, input=input)
@@ -481,10 +483,10 @@ def diagnosis(cluster: RealCluster, namespace: str, *, lines: int = 30) -> str:
 
 
 def delete_everything(cluster: RealCluster, namespace: str, *, timeout: float = 120.0) -> None:
-    """Delete the namespace's Volcano Jobs, Pods and AppWrappers, wait until none of them and
+    """Delete the namespace's batch and Volcano Jobs, Pods and AppWrappers, wait until none of them and
     no Workload is left (nothing stranded holds quota for the next test), then the namespace
     itself, without waiting for the namespace controller."""
-    for kind in ("jobs.batch.volcano.sh", "pods", "appwrappers"):
+    for kind in ("jobs.batch", "jobs.batch.volcano.sh", "pods", "appwrappers"):
         cluster.kubectl("delete", kind, "--all", "-n", namespace, "--wait=false")
 
     def empty() -> bool:
@@ -730,12 +732,14 @@ def running_under_kueue(
     *,
     adopted: bool = True,
     timeout: float = 120.0,
+    on_poll: Callable[[], None] | None = None,
 ) -> Wrapped:
     """Wait until ``kind``/``name`` (``vcjob`` or ``pod``) runs as autowrap promises: it is
     controlled by an AppWrapper (``adopted``: autowrap adopted it, label
     ``autowrap.io/adoption=adopted``) whose Workload Kueue admitted, and ``count`` pods run
     released, placed by Kueue (the flavor's nodeSelector), no more of them than Kueue
-    admitted. The pods of a Volcano Job are bound by vc-scheduler."""
+    admitted. The pods of a Volcano Job are bound by vc-scheduler. ``on_poll`` is called on
+    every poll (to sample something while waiting)."""
 
     def pods_of(obj: Obj) -> list[Obj]:
         if kind == "pod":
@@ -743,6 +747,8 @@ def running_under_kueue(
         return job_pods(cluster, namespace, name)
 
     def seen() -> Wrapped | None:
+        if on_poll is not None:
+            on_poll()
         obj = get(cluster, kind, name, namespace)
         owner = controller_of(obj)
         if obj is None or owner is None or owner.get("kind") != "AppWrapper":
@@ -822,3 +828,30 @@ class Watch:
             connection.close()
         if self._thread is not None:
             self._thread.join(timeout=10)
+
+
+@contextlib.contextmanager
+def small_queue(cluster: RealCluster, namespace: str, *, gpus: int) -> Iterator[str]:
+    """A LocalQueue in ``namespace`` on a ClusterQueue of its own with ``gpus`` GPUs of quota
+    (the launcher's flavor; CPU, memory and pods plenty): a test that needs work to wait in
+    Kueue's queue gets it from its own quota, whatever other tests hold of the shared one.
+    Yields the LocalQueue's name; the ClusterQueue is deleted afterwards."""
+    name = f"{namespace}-cq"
+    cluster.admin.apply({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": name},
+        "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                 "resourceGroups": [{
+                     "coveredResources": ["cpu", "memory", "pods", "nvidia.com/gpu"],
+                     "flavors": [{"name": "a100", "resources": [
+                         {"name": "cpu", "nominalQuota": "64"},
+                         {"name": "memory", "nominalQuota": "256Gi"},
+                         {"name": "pods", "nominalQuota": "100"},
+                         {"name": "nvidia.com/gpu", "nominalQuota": str(gpus)}]}]}]},
+    })  # fmt: skip
+    cluster.admin.apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+                         "metadata": {"name": "small", "namespace": namespace},
+                         "spec": {"clusterQueue": name}})  # fmt: skip
+    try:
+        yield "small"
+    finally:
+        cluster.kubectl("delete", "clusterqueue", name, "--wait=false")
