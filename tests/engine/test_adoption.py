@@ -150,6 +150,32 @@ def test_server_side_apply_of_the_unchanged_manifest_is_normalized_too() -> None
     assert normalized is not None and normalized["spec"] == stored["spec"]
 
 
+def test_reapplying_a_manifest_whose_quantities_were_stored_canonical_is_normalized() -> None:
+    """Volcano's webhook writes the typed Job back: ``nvidia.com/gpu: 1`` is stored as "1",
+    ``cpu: 0.5`` as "500m", ``1024Mi`` as "1Gi"; the manifest re-applied is still no change."""
+    manifest = _job()
+    for task in manifest["spec"]["tasks"]:
+        task["template"]["spec"]["containers"][0]["resources"] = {
+            "requests": {"cpu": "0.5", "memory": "1024Mi"},
+            "limits": {"cpu": 0.5, "memory": "1024Mi", "nvidia.com/gpu": 1},
+        }
+    stored = _stored(_prepared(manifest))
+    for task in stored["spec"]["tasks"]:
+        task["template"]["spec"]["containers"][0]["resources"] = {
+            "requests": {"cpu": "500m", "memory": "1Gi"},
+            "limits": {"cpu": "500m", "memory": "1Gi", "nvidia.com/gpu": "1"},
+        }
+
+    normalized = adoption.normalize_update(_reapplied(manifest, stored), stored, spec_of())
+
+    assert normalized is not None and normalized["spec"] == stored["spec"]
+    # More GPUs is still a change, however it is spelled.
+    manifest["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["resources"]["limits"][
+        "nvidia.com/gpu"
+    ] = "2"
+    assert adoption.normalize_update(_reapplied(manifest, stored), stored, spec_of()) is None
+
+
 @pytest.mark.parametrize(
     "change",
     [

@@ -47,19 +47,11 @@ pytestmark = pytest.mark.real
 
 Obj = dict[str, Any]
 FAULT_TOLERANCE = "workload.codeflare.dev.appwrapper/"
+
+
 # The one spelling Volcano Job templates are stored in as written: quantities as canonical
 # strings. kube-apiserver stores every other spelling canonicalised (1 → "1", "0.5" → "500m",
 # "1024Mi" → "1Gi", "1000m" → "1", "0.0001" → "100u").
-CANONICAL = ("requests-equal-limits",)
-REAPPLY_BUG = (
-    "webhook/core/adoption.py normalize_update compares the re-applied spec with the stored one "
-    "as JSON: a manifest whose quantities are not in the canonical form the Job was stored in "
-    "(nvidia.com/gpu: 1 stored as '1', cpu: 0.5 as '500m', memory: 1024Mi as '1Gi') is taken "
-    "for a real change, not normalized, and Volcano refuses the update (job updates may not "
-    "change fields other than ...)"
-)
-
-
 def gpu_job(
     name: str, namespace: str, *, workers: int = 1, gpus: int = 1, queue: str = QUEUE
 ) -> Obj:
@@ -147,9 +139,9 @@ def test_a_job_deleted_while_queued_leaves_nothing_and_never_comes_back(
         watch.check()
 
 
-@pytest.mark.parametrize("spelling", [
-    s if s in CANONICAL else pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=REAPPLY_BUG))
-    for s in sorted(RESOURCE_SPELLINGS)])  # fmt: skip
+# Volcano's webhook writes the typed Job back, so the stored Job spells its quantities
+# canonically ("1", "500m", "1Gi") whatever the manifest wrote; re-applying it is no change.
+@pytest.mark.parametrize("spelling", sorted(RESOURCE_SPELLINGS))
 def test_reapplying_the_unchanged_manifest_changes_nothing_that_runs(
     real_cluster: RealCluster, tmp_path: Path, spelling: str
 ) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 from webhook.core import audit, engine, kinds, provenance
 from webhook.core.policy import PolicySpec
 from webhook.core.workload import KindAdapter, has_server_defaults
-from webhook.model import names, objects
+from webhook.model import names, objects, quantity
 from webhook.model.objects import Obj, as_list, as_map
 
 # Template annotation: which podSet of the AppWrapper a pod belongs to (its index in
@@ -169,11 +169,34 @@ def normalize_update(
     objects.own_map(candidate, "metadata").setdefault("name", names_of_old)
     candidate["spec"] = _defaulted(adapter, candidate.get("spec"), old_spec)
     prepared = _adopted_templates(candidate, adapter, policy, aw_name)
-    if _defaulted(adapter, prepared.get("spec"), old_spec) != old_spec:
+    if _by_value(_defaulted(adapter, prepared.get("spec"), old_spec)) != _by_value(old_spec):
         return None
     result = objects.deep_copy(dict(new))
     result["spec"] = objects.deep_copy(old_spec)
     return result
+
+
+def _by_value(value: Any) -> Any:
+    """``value`` with every container resource quantity as its number: the stored object may
+    spell them otherwise than the manifest (Volcano's webhook writes the typed Job back, so
+    ``nvidia.com/gpu: 1`` is stored as ``"1"``, ``0.5`` as ``"500m"``, ``1024Mi`` as
+    ``"1Gi"``), and a re-apply of the same manifest is no change."""
+    if isinstance(value, list):
+        return [_by_value(v) for v in value]
+    if not isinstance(value, Mapping):
+        return value
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if key in ("requests", "limits") and isinstance(item, Mapping):
+            out[key] = {name: _quantity(q) for name, q in item.items()}
+        else:
+            out[key] = _by_value(item)
+    return out
+
+
+def _quantity(raw: Any) -> Any:
+    exact = quantity.parse(raw)
+    return raw if exact is None else exact.normalize()
 
 
 def _appwrapper_of(obj: Mapping[str, Any], adapter: KindAdapter) -> str:
