@@ -177,6 +177,22 @@ def volcano_objects(source: Path, webhook_port: int, ca_pem: bytes) -> list[Obj]
     return [namespace, *crds, *manifests.serve_from_host(chart, hosted, ca_pem)]
 
 
+def volcano_deployments(source: Path, version: str) -> list[Obj]:
+    """Volcano's three Deployments as its release install (``installer/volcano-development.yaml``,
+    what ``kubectl apply`` users apply) ships them, each image tagged with the version that
+    runs on the host."""
+    objs = manifests.load([source / "installer" / "volcano-development.yaml"])
+    out = []
+    for obj in objs:
+        if obj.get("kind") != "Deployment":
+            continue
+        image = str(obj["spec"]["template"]["spec"]["containers"][0]["image"])
+        out.append(
+            released(objs, obj["metadata"]["name"], f"{image.rsplit(':', 1)[0]}:{version}", [])
+        )
+    return out
+
+
 def volcano_values(source: Path) -> Obj:
     values: Obj = yaml.safe_load((source / VOLCANO_CHART / "values.yaml").read_text())
     return values

@@ -1,4 +1,4 @@
-"""Service DNS names on 127.0.0.1, through /etc/hosts.
+"""Service DNS names on 127.0.0.1, through /etc/hosts; the pod network unreachable.
 
 The apiserver calls each webhook at ``https://<service>.<namespace>.svc`` and checks the serving
 certificate for that name (the AppWrapper rotator issues its certificate for exactly that), so
@@ -10,6 +10,8 @@ it would leave the machine.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -43,3 +45,20 @@ def ensure(names: Iterable[str], hosts: Path = HOSTS) -> None:
     except PermissionError:
         raise RuntimeError(f"{hosts} is not writable here; add these lines to it (as root):\n"
                            f"{lines}") from None  # fmt: skip
+
+
+def unreachable(cidr: str) -> None:
+    """Connections to ``cidr`` (KWOK's pod IPs, which no process serves) refused at once by a
+    route of type unreachable, as they are where no network leads there. Without it a machine
+    whose outbound traffic passes a transparent proxy has the proxy answer for every pod IP
+    (another certificate, a 404): ``autowrap doctor``'s probes of the Service's endpoints would
+    report that instead of not reaching them. Best effort and kept (other sessions use the same
+    range): where ``ip`` is missing or not permitted, nothing changes."""
+    ip = shutil.which("ip")
+    if ip is None:
+        return
+    shown = subprocess.run([ip, "route", "show", cidr], capture_output=True, text=True,
+                           check=False)  # fmt: skip
+    if "unreachable" in shown.stdout:
+        return
+    subprocess.run([ip, "route", "add", "unreachable", cidr], capture_output=True, check=False)

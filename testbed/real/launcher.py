@@ -134,6 +134,7 @@ class Launch:
         self.admin = kubeapi.Api(self.server, ca_cert, kubeapi.Credentials(
             cert=pki / "admin.crt", key=pki / "admin.key"))  # fmt: skip
         hosts.ensure(SERVICE_NAMES)
+        hosts.unreachable(controlplane.POD_CIDR)
         self.renders = {
             "kueue": self.pool.submit(lambda: addons.kueue_objects(
                 self.kubectl, self.sources["kueue"].result(), self.ports["kueue-webhook"],
@@ -148,7 +149,9 @@ class Launch:
                 addons.kueue_deployment(self.kubectl, self.sources["kueue"].result(),
                                         self.bin["kueue"].version),
                 addons.appwrapper_deployment(self.kubectl, self.sources["appwrapper"].result(),
-                                             self.bin["appwrapper"].version)]),
+                                             self.bin["appwrapper"].version),
+                *addons.volcano_deployments(self.sources["volcano"].result(),
+                                            self.bin["volcano"].version)]),
         }  # fmt: skip
         self.mark("prepared")
 
@@ -284,7 +287,7 @@ class Launch:
         self.supervisor.wait("kueue", lambda: self.admin.apply(resource_flavor()),
                              timeout=DEADLINE, what="answering its webhooks (ResourceFlavor)")  # fmt: skip
         self.admin.apply(cluster_queue())
-        # Kueue's and the AppWrapper controller's Deployments, created once Kueue's webhooks
+        # Kueue's, the AppWrapper controller's and Volcano's Deployments, created once Kueue's webhooks
         # (which judge Deployments) answer; their processes run on the host.
         for deployment in self.renders["deployments"].result():
             self.admin.apply(deployment)
