@@ -49,9 +49,6 @@ Obj = dict[str, Any]
 FAULT_TOLERANCE = "workload.codeflare.dev.appwrapper/"
 
 
-# The one spelling Volcano Job templates are stored in as written: quantities as canonical
-# strings. kube-apiserver stores every other spelling canonicalised (1 → "1", "0.5" → "500m",
-# "1024Mi" → "1Gi", "1000m" → "1", "0.0001" → "100u").
 def gpu_job(
     name: str, namespace: str, *, workers: int = 1, gpus: int = 1, queue: str = QUEUE
 ) -> Obj:
@@ -145,6 +142,8 @@ def test_a_job_deleted_while_queued_leaves_nothing_and_never_comes_back(
 def test_reapplying_the_unchanged_manifest_changes_nothing_that_runs(
     real_cluster: RealCluster, tmp_path: Path, spelling: str
 ) -> None:
+    """Volcano's webhook stores a Job's quantities canonical (1 as "1", 0.5 as "500m"): the
+    manifest re-applied differs from the stored spec in every spelling but one."""
     cluster, ns = real_cluster, f"reapply-{spelling}"
     with scratch_namespace(cluster, ns):
         jobs = {}
