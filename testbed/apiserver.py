@@ -75,6 +75,9 @@ MatchPredicate = Callable[[JsonDict], bool]
 # A denial is a message (read as a webhook's, code 400), or a whole Status: an admission
 # plugin of kube-apiserver's own answers with its own code and text.
 InProcessValidator = tuple[str, Callable[[JsonDict], "str | JsonDict | None"]]
+# An in-process mutating webhook: (name, mutate), ``mutate`` given the AdmissionRequest and
+# returning the object it would have stored instead (None: no change).
+InProcessMutator = tuple[str, Callable[[JsonDict], "JsonDict | None"]]
 # The storage strategy's validation (what rest.BeforeCreate / rest.BeforeUpdate run): the object
 # and the old object (None on CREATE) in, a metav1.Status failure out, or None when valid.
 ObjectValidation = Callable[[JsonDict, "JsonDict | None"], "JsonDict | None"]
@@ -240,15 +243,18 @@ class AdmissionResult:
 def status_json(
     code: int, message: str, reason: str | None = None, details: JsonDict | None = None
 ) -> JsonDict:
-    """A metav1.Status failure body, as kube-apiserver serialises it."""
+    """A metav1.Status failure body, as kube-apiserver serialises it (an empty reason is no
+    field: ``json:"reason,omitempty"``)."""
     out: JsonDict = {
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": {},
         "status": "Failure",
         "message": message,
-        "reason": reason if reason is not None else _REASON_BY_CODE.get(code, ""),
     }
+    said = reason if reason is not None else _REASON_BY_CODE.get(code, "")
+    if said:
+        out["reason"] = said
     if details is not None:
         out["details"] = details
     out["code"] = code
@@ -593,6 +599,7 @@ class _Attempt:
     options: JsonDict
     deadline: float
     validators: tuple[InProcessValidator, ...] = ()
+    mutators: tuple[InProcessMutator, ...] = ()
     subresource: str = ""
     warnings: WarningRecorder = field(default_factory=WarningRecorder)
     calls: list[WebhookCall] = field(default_factory=list)
@@ -624,7 +631,8 @@ def _denial_status(webhook_name: str, result: JsonDict | None) -> JsonDict:
     status.setdefault("kind", "Status")
     status.setdefault("apiVersion", "v1")
     status.setdefault("metadata", {})
-    status.setdefault("reason", "")
+    if not status.get("reason"):
+        status.pop("reason", None)  # omitempty, as the apiserver writes the Status
     return status
 
 
@@ -863,6 +871,7 @@ class ApiserverEmulator:
         validators: Sequence[InProcessValidator] = (),
         validate_object: ObjectValidation | None = None,
         subresource: str = "",
+        mutators: Sequence[InProcessMutator] = (),
     ) -> AdmissionResult:
         """Run one write request through admission and, if allowed, "store" it.
 
@@ -872,7 +881,12 @@ class ApiserverEmulator:
         object as both ``obj`` and ``old_object``; the review carries ``object: null``, as
         rest.AdmissionToValidateObjectDeleteFunc builds it, registry/rest/delete.go:178-210).
         ``validators`` are in-process validating webhooks (``(name, deny)``), called in
-        parallel with the configured ones on the AdmissionRequest.
+        parallel with the configured ones on the AdmissionRequest. ``mutators`` are in-process
+        mutating webhooks (``(name, mutate)``), called in order after the configured ones:
+        kube-apiserver calls mutating webhook configurations in the order of their names
+        (configuration/mutating_webhook_manager.go sorts them), and the in-process ones stand
+        for upstream configurations named after autowrap's (Volcano's
+        ``volcano-admission-service-jobs-mutate`` after ``autowrap-mutating``).
 
         A CREATE or UPDATE whose object, sent as JSON, is over ``max_request_body_bytes`` is
         refused with 413 before anything else (handlers/create.go:94 and update.go:78 read
@@ -911,6 +925,7 @@ class ApiserverEmulator:
                 options=self._options(operation, dry_run, field_manager),
                 deadline=loop.time() + timeout,
                 validators=tuple(validators),
+                mutators=tuple(mutators),
                 subresource=subresource,
             )
         except _Reject as rej:
@@ -957,6 +972,7 @@ class ApiserverEmulator:
         validators: Sequence[InProcessValidator] = (),
         validate_object: ObjectValidation | None = None,
         subresource: str = "",
+        mutators: Sequence[InProcessMutator] = (),
     ) -> AdmissionResult:
         """Admission only (never stored) for a CREATE, UPDATE or DELETE: the front door of a
         fake cluster that keeps the objects itself (see :meth:`create` for the arguments)."""
@@ -973,6 +989,7 @@ class ApiserverEmulator:
             validators=validators,
             validate_object=validate_object,
             subresource=subresource,
+            mutators=mutators,
         )
 
     def webhooks(self) -> list[Webhook]:
@@ -1131,6 +1148,10 @@ class ApiserverEmulator:
             if hook.key not in to_reinvoke or not self._should_call(hook, attempt, obj):
                 continue
             obj, _ = await self._mutate_once(hook, attempt, obj, round_=1)
+        for _name, mutate in attempt.mutators:
+            mutated = mutate(self._review(attempt, obj, str(uuid.uuid4()))["request"])
+            if mutated is not None and mutated != obj:
+                obj = copy.deepcopy(mutated)
         return obj
 
     async def _mutate_once(

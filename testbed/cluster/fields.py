@@ -52,7 +52,11 @@ class ApplyConflict(Exception):
 
     def causes(self) -> list[JsonDict]:
         return [
-            {"type": "FieldManagerConflict", "message": f'conflict with "{m}"', "field": render(p)}
+            {
+                "reason": "FieldManagerConflict",
+                "message": f'conflict with "{m}"',
+                "field": render(p),
+            }
             for m, p in self.conflicts
         ]
 
@@ -100,13 +104,14 @@ def _walk(
             if list_type is None or not value:
                 out.add(path)
             elif list_type == "":
-                out.update((*path, f"v:{json.dumps(v)}") for v in value)
+                out.update((*path, f"v:{json.dumps(v, separators=(',', ':'))}") for v in value)
             else:
                 for item in value:
                     if not isinstance(item, Mapping):
                         out.add(path)
                         continue
-                    item_path = (*path, f"k:{json.dumps({list_type: item.get(list_type)})}")
+                    key = json.dumps({list_type: item.get(list_type)}, separators=(",", ":"))
+                    item_path = (*path, f"k:{key}")
                     out.add(item_path)
                     _walk(item, item_path, res, in_meta, out)
         else:
@@ -285,8 +290,16 @@ def apply(
             paths -= {p for _, p in conflicts}
     merged = _merge(base, dict(applied), res, ()) if base else copy.deepcopy(dict(applied))
     others = set().union(*(p for k, p in table.items() if k != mine)) if table else set()
-    for path in sorted(table.get(mine, set()) - wanted, key=len, reverse=True):
-        if path not in others and not any(w[: len(path)] == path for w in wanted):
+    # What the applier owned and applies no more goes, unless another manager owns it or
+    # something under it; an item of a list-map goes whole, its key with it (deleting its
+    # fields first would leave an empty item behind, no longer found by its key).
+    removed = {
+        path for path in table.get(mine, set()) - wanted
+        if not any(o[: len(path)] == path for o in others)
+        and not any(w[: len(path)] == path for w in wanted)
+    }  # fmt: skip
+    for path in sorted(removed, key=len, reverse=True):
+        if not any(path[:n] in removed for n in range(1, len(path))):
             delete_at(merged, path)
     table[mine] = wanted
     _store(merged, res, table, base)

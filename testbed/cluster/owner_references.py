@@ -74,9 +74,11 @@ def enforcement(cluster: Any) -> Callable[[JsonDict], str | JsonDict | None]:
                 continue
             owner = find(cluster.store.resources, str(ref.get("apiVersion")), str(ref.get("kind")))
             if owner is None:
+                # meta.NoKindMatchError after it, searched in the reference's one version.
                 return forbidden(request, (
                     "cannot set blockOwnerDeletion in this case because cannot find RESTMapping "
-                    f"for APIVersion {ref.get('apiVersion')} Kind {ref.get('kind')}"
+                    f"for APIVersion {ref.get('apiVersion')} Kind {ref.get('kind')}: no matches "
+                    f'for kind "{ref.get("kind")}" in version "{ref.get("apiVersion")}"'
                 ))  # fmt: skip
             if not allowed(user, {
                 "verb": "update", "group": owner.group, "resource": owner.plural,

@@ -150,6 +150,15 @@ def canonical(raw: object, *, milli: bool = True) -> object:
     return quantity.written if quantity.written is not None else _canonical_bytes(quantity)
 
 
+def quantity_value(raw: object) -> object:
+    """The quantity's exact value as text (``1``, ``"1"`` and ``1000m`` alike), what Go's
+    semantic equality compares; anything that is no quantity, unchanged."""
+    if isinstance(raw, bool) or not isinstance(raw, int | float | str):
+        return raw
+    quantity = _parse(repr(raw) if isinstance(raw, float) else str(raw).strip())
+    return raw if quantity is None else str(quantity.value.normalize())
+
+
 def default_pod(pod: dict[str, Any]) -> None:
     """Default and canonicalise ``pod``'s resources in place."""
     spec = pod.get("spec")

@@ -216,6 +216,10 @@ def pod_update_errors(new_pod: Mapping[str, Any], old_pod: Mapping[str, Any]) ->
     new = semantic(new_pod.get("spec") or {})
     old = semantic(old_pod.get("spec") or {})
     errors: list[FieldError] = []
+    if not _list(new, "containers"):
+        # validatePodMetadataAndSpec runs before the update's own rules: a pod left with no
+        # container (an apply that no longer names the one it applied) is said so first.
+        errors.append(FieldError("FieldValueRequired", "spec.containers", ""))
     for key in ("containers", "initContainers"):
         found, stop = _containers(_list(new, key), _list(old, key), f"spec.{key}")
         errors += found

@@ -37,7 +37,15 @@ from testbed.apiserver import (
 from testbed.cluster import fields as managed
 from testbed.cluster import patches, poddefaults, podupdate
 from testbed.cluster.common import parse_label_selector
-from testbed.cluster.resources import ALL, NAMESPACES, PODS, Resource, find
+from testbed.cluster.resources import (
+    ALL,
+    MUTATING_WEBHOOK_CONFIGURATIONS,
+    NAMESPACES,
+    PODS,
+    VALIDATING_WEBHOOK_CONFIGURATIONS,
+    Resource,
+    find,
+)
 
 JsonDict = dict[str, Any]
 WriteCallback = Callable[[str, Resource, JsonDict, JsonDict | None], None]
@@ -56,6 +64,54 @@ _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS_SUBDOMAIN = re.compile(rf"^{_DNS_LABEL}(\.{_DNS_LABEL})*$")
 _DNS_LABEL_RE = re.compile(rf"^{_DNS_LABEL}$")
 _SYSTEM_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds")
+
+
+# The kinds whose strategy counts metadata.generation (PrepareForCreate sets 1, a change of
+# the spec adds one): pods (KEP-5067), webhook configurations and every custom resource. A
+# Service, ConfigMap, Secret, Lease, Event or Namespace has none.
+_GENERATION_COUNTED = (PODS, MUTATING_WEBHOOK_CONFIGURATIONS, VALIDATING_WEBHOOK_CONFIGURATIONS)
+# ObjectMeta's fields that Go writes only when they hold something (omitempty).
+_OMITTED_EMPTY_META = ("labels", "annotations", "finalizers", "ownerReferences", "managedFields")
+# A Pod's maps that Go writes only when they hold something (omitempty on a map); its lists
+# all are (every slice of PodSpec and Container but ``containers`` is omitempty).
+_POD_OMITTED_EMPTY_MAPS = ("nodeSelector", "overhead")
+_CONTAINER_PARTS = ("initContainers", "containers", "ephemeralContainers")
+
+
+def counts_generation(res: Resource) -> bool:
+    return res.custom or res in _GENERATION_COUNTED
+
+
+def as_go_encodes(res: Resource, obj: JsonDict) -> JsonDict:
+    """``obj`` as kube-apiserver stores and serves it, decoded into its Go type and encoded
+    again: empty ObjectMeta maps and lists left out (a custom resource's metadata goes through
+    ObjectMeta too), and, on a Pod, every empty list of its spec and containers and its empty
+    maps (``schedulingGates: []`` once the last gate is removed is no field at all)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        for key in _OMITTED_EMPTY_META:
+            if key in meta and meta[key] in ({}, [], None):
+                del meta[key]
+    spec = obj.get("spec")
+    if res == PODS and isinstance(spec, dict):
+        for key in [k for k, v in spec.items() if v == [] or v is None]:
+            if key != "containers":
+                del spec[key]
+        for key in _POD_OMITTED_EMPTY_MAPS:
+            if spec.get(key) == {}:
+                del spec[key]
+        for part in _CONTAINER_PARTS:
+            for container in spec.get(part) or []:
+                if not isinstance(container, dict):
+                    continue
+                for key in [k for k, v in container.items() if v == [] or v is None]:
+                    del container[key]
+                resources = container.get("resources")
+                if isinstance(resources, dict):
+                    for key in ("limits", "requests", "claims"):
+                        if resources.get(key) in ({}, []):
+                            del resources[key]
+    return obj
 
 
 def _pod_status_update(new: JsonDict, old: JsonDict) -> JsonDict:
@@ -91,7 +147,7 @@ class ApiError(Exception):
         return cls(
             int(status.get("code", 500)),
             str(status.get("message", "")),
-            str(status.get("reason", "")),
+            str(status.get("reason") or ""),
             status.get("details"),
         )
 
@@ -101,7 +157,7 @@ class ApiError(Exception):
 
     @property
     def reason(self) -> str:
-        return str(self._status["reason"])
+        return str(self._status.get("reason", ""))
 
     @property
     def message(self) -> str:
@@ -499,9 +555,13 @@ class Store:
                 )
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = rfc3339_now()
-        meta["generation"] = 1
+        if counts_generation(res):
+            meta["generation"] = 1
+        else:
+            meta.pop("generation", None)
         if res == PODS:  # decoded again after the mutating webhooks
             poddefaults.default_pod(new)
+        as_go_encodes(res, new)
         self._check_schema(res, new)
         if res == PODS:
             self._check_pod(new, None)
@@ -680,10 +740,14 @@ class Store:
         name = str(meta.get("name") or "")
         old = self._current(res, meta.get("namespace"), name)
         self._check_preconditions(res, old, meta.get("uid"), meta.get("resourceVersion"))
-        if subresource != "status" and _body(new) != _body(old):
-            meta["generation"] = int(_meta(old).get("generation") or 0) + 1
+        # Only a write of the object itself counts in generation: not its status, nor a pod's
+        # binding, which sets spec.nodeName (BindingREST's setPodHostAndAnnotations writes to
+        # storage without the pod strategy that counts it: a real pod is bound at generation 1).
         if res == PODS and not subresource:
             poddefaults.default_pod(new)
+        as_go_encodes(res, new)
+        if not subresource and counts_generation(res) and _body(new) != _body(old):
+            meta["generation"] = int(_meta(old).get("generation") or 0) + 1
         self._check_schema(res, new)
         if res == PODS and not subresource:
             self._check_pod(new, old)
@@ -776,6 +840,29 @@ class Store:
         if resource_version and str(resource_version) != meta.get("resourceVersion"):
             raise conflict(res, name, OPTIMISTIC_LOCK_MESSAGE)
 
+    @staticmethod
+    def _check_delete_preconditions(
+        res: Resource, obj: Mapping[str, Any], uid: Any, resource_version: Any
+    ) -> None:
+        """rest.BeforeDelete (k8s.io/apiserver pkg/registry/rest/delete.go), which checks a
+        delete's preconditions before storage does, in its own words and under the object's
+        kind: ``Operation cannot be fulfilled on Pod "x": the UID in the precondition ...``."""
+        meta, name = _meta(obj), str(_meta(obj).get("name"))
+        if uid and uid != meta.get("uid"):
+            why = (f"the UID in the precondition ({uid}) does not match the UID in record "
+                   f"({meta.get('uid')}). The object might have been deleted and then recreated")  # fmt: skip
+        elif resource_version and str(resource_version) != meta.get("resourceVersion"):
+            why = (f"the ResourceVersion in the precondition ({resource_version}) does not match "
+                   f"the ResourceVersion in record ({meta.get('resourceVersion')}). The object "
+                   "might have been modified")  # fmt: skip
+        else:
+            return
+        details: JsonDict = {"name": name, "kind": res.kind}
+        if res.group:
+            details["group"] = res.group
+        raise ApiError(409, f'Operation cannot be fulfilled on {res.qualified_kind} "{name}": {why}',
+                       "Conflict", details)  # fmt: skip
+
     # -- patch and apply -------------------------------------------------------------------
 
     def patched(
@@ -811,16 +898,21 @@ class Store:
         found = self._table(res).get(self._key(res, namespace, name))
         if patch_type == patches.APPLY_PATCH:
             if not field_manager:
-                raise bad_request(
+                # ValidatePatchOptions, refused as an Invalid PatchOptions (handlers/patch.go)
+                raise ApiError(
+                    422,
                     'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: '
-                    "is required for apply patch"
-                )
+                    "is required for apply patch",
+                    "Invalid",
+                    {"group": "meta.k8s.io", "kind": "PatchOptions", "causes": [
+                        {"reason": "FieldValueRequired", "field": "fieldManager",
+                         "message": "Required value: is required for apply patch"}]},
+                )  # fmt: skip
             if not isinstance(body, Mapping):
                 raise bad_request("the body of the request was in an unknown format")
             applied = copy.deepcopy(dict(body))
             applied.setdefault("metadata", {})
-            if _meta(applied).get("name", name) != name:
-                raise bad_request("the name of the object does not match the name on the URL")
+            named = _meta(applied).get("name", name)
             applied["metadata"]["name"] = name
             if res.namespaced:
                 applied["metadata"]["namespace"] = namespace
@@ -828,6 +920,10 @@ class Store:
                 merged = managed.apply(found, applied, res, field_manager, force=force)
             except managed.ApplyConflict as exc:
                 raise ApiError(409, str(exc), "Conflict", {"causes": exc.causes()}) from exc
+            # The name is checked on the patched object (patch.go: after the apply merged).
+            if named != name:
+                raise bad_request(f"the name of the object ({named}) does not match the name "
+                                  f"on the URL ({name})")  # fmt: skip
             if found is None:
                 merged["metadata"].pop("resourceVersion", None)
                 return None, self.prepare_create(res, merged)
@@ -891,7 +987,7 @@ class Store:
         deletionTimestamp while finalizers (or a pod's grace period) hold it, else as it was
         when removed. ``None`` is never returned for an existing object."""
         old = self._current(res, namespace, name)
-        self._check_preconditions(res, old, uid, resource_version)
+        self._check_delete_preconditions(res, old, uid, resource_version)
         if propagation is not None and propagation not in PROPAGATION_POLICIES:
             raise invalid(res, name, "propagationPolicy", "FieldValueNotSupported",
                           f'Unsupported value: "{propagation}": supported values: '
@@ -936,6 +1032,18 @@ class Store:
             self._settle()
             current = self._table(res).get(key)
             return copy.deepcopy(current if current is not None else obj)
+        if res == PODS:
+            # The pod strategy deletes gracefully even with no grace period: BeforeDelete
+            # stamps the deletion (and counts it in generation), the update is stored, then
+            # the pod is removed, and the delete answers the stamped pod
+            # (store.go updateForGracefulDeletionAndFinalizers, deleteImmediately).
+            if int(meta.get("generation") or 0) > 0:
+                meta["generation"] = int(meta["generation"]) + 1
+            meta["deletionTimestamp"] = rfc3339_now()
+            meta["deletionGracePeriodSeconds"] = 0
+            if not dry_run:
+                self._commit(res, "MODIFIED", obj, old)
+                obj = copy.deepcopy(obj)
         if dry_run:
             return obj
         self._remove(res, key, obj)

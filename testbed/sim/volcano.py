@@ -35,6 +35,7 @@ import copy
 from collections.abc import Iterable
 from typing import Any
 
+from testbed.cluster import poddefaults, podupdate
 from testbed.cluster.cluster import FakeCluster
 from testbed.cluster.resources import CONFIGMAPS, PODGROUPS, PODS, SERVICES, VCJOBS
 from testbed.cluster.store import ApiError
@@ -391,7 +392,24 @@ def frozen_spec_denial(request: JsonDict) -> str | None:
         for task in spec.get("tasks") or []:
             task.pop("replicas", None)
             task.pop("minAvailable", None)
-    return None if old == new else FROZEN_MESSAGE
+    return None if _as_go_compares(old) == _as_go_compares(new) else FROZEN_MESSAGE
+
+
+def _as_go_compares(spec: Any) -> Any:
+    """A JobSpec as ``apiequality.Semantic.DeepEqual`` compares two decoded ones: what the
+    typed API cannot tell from absence (an empty string, list or map, false, a struct with
+    nothing set) is absence, and a quantity is its value (``1``, ``"1"`` and ``1000m`` are
+    one, ``0.5`` and ``500m`` too)."""
+    if isinstance(spec, dict):
+        out = {}
+        for key, value in spec.items():
+            if key in ("limits", "requests") and isinstance(value, dict):
+                value = {k: poddefaults.quantity_value(v) for k, v in value.items()}
+            out[key] = _as_go_compares(value)
+        return podupdate.semantic(out)
+    if isinstance(spec, list):
+        return [_as_go_compares(v) for v in spec]
+    return spec
 
 
 def defaulted(job: JsonDict) -> JsonDict:
@@ -422,13 +440,60 @@ def defaulted(job: JsonDict) -> JsonDict:
     return out
 
 
-def install_webhooks(cluster: FakeCluster) -> None:
-    """Register Volcano's job validation on the fake cluster.
+def create_mutation(request: JsonDict) -> JsonDict | None:
+    """Volcano's ``mutatejob.volcano.sh`` on CREATE (``mutate_job.go`` ``createPatch``): the
+    defaults of :func:`defaulted`, applied as its JSON patch applies them. ``mutateSpec``
+    replaces ``/spec/tasks`` whole when it defaulted anything in a task (a name, a
+    ``minAvailable``, a ``maxRetry``), so the tasks are then stored as Go encodes
+    ``[]TaskSpec``: a zero ``replicas`` left out (``omitempty``), each template's
+    ``metadata`` present, each container's ``resources`` present and its quantities in
+    canonical form (``resource.Quantity``, parsed and printed again: no defaulting, so
+    ``0.0001`` stays ``100u`` where a Pod stores ``1m``), an empty env ``value`` left out.
+    Other Go zero values in a template are not re-encoded here."""
+    if request.get("operation") != "CREATE" or not _is_vcjob(request) or request.get("subResource"):
+        return None
+    job = request.get("object")
+    if not isinstance(job, dict):
+        return None
+    tasks = (job.get("spec") or {}).get("tasks") or []
+    out = defaulted(job)
+    respelled = any(
+        not task.get("name") or task.get("minAvailable") is None or not task.get("maxRetry")
+        or ((task.get("template") or {}).get("spec") or {}).get("hostNetwork")
+        and not ((task.get("template") or {}).get("spec") or {}).get("dnsPolicy")
+        for task in tasks if isinstance(task, dict)
+    )  # fmt: skip
+    if respelled:
+        out["spec"]["tasks"] = [_go_task(t) for t in out["spec"].get("tasks") or []]
+    return out if out != job else None
 
-    The fake cluster runs in-process validating hooks only; mutating webhooks go through the
-    apiserver emulator over HTTP, so Volcano's CREATE defaults are offered as :func:`defaulted`
-    for tests that submit jobs as Volcano would have stored them.
-    """
+
+def _go_task(task: JsonDict) -> JsonDict:
+    """A TaskSpec as Go's encoding/json writes it back (see :func:`create_mutation`)."""
+    out = copy.deepcopy(task)
+    if not out.get("replicas"):
+        out.pop("replicas", None)
+    template = out.setdefault("template", {})
+    if isinstance(template, dict):
+        template.setdefault("metadata", {})
+        for container in _all_containers(template.get("spec") or {}):
+            resources = container.setdefault("resources", {})
+            for part in ("requests", "limits"):
+                if isinstance(resources.get(part), dict):
+                    resources[part] = {k: poddefaults.canonical(v, milli=False)
+                                       for k, v in resources[part].items()}  # fmt: skip
+            for var in container.get("env") or []:
+                if isinstance(var, dict) and var.get("value") == "":
+                    del var["value"]
+    return out
+
+
+def install_webhooks(cluster: FakeCluster) -> None:
+    """Register Volcano's job admission on the fake cluster: the CREATE defaults
+    (:func:`create_mutation`, after autowrap's mutating webhooks, as kube-apiserver orders
+    ``volcano-admission-service-jobs-mutate`` after ``autowrap-mutating``) and the frozen
+    spec of an UPDATE (:func:`frozen_spec_denial`)."""
+    cluster.add_mutating_webhook("mutatejob.volcano.sh", create_mutation)
     cluster.add_validating_webhook("validatejob.volcano.sh", frozen_spec_denial)
 
 
