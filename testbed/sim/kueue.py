@@ -7,12 +7,16 @@ and appwrapper.md §5. What adopt mode relies on:
   one with it gets a Workload owned by it, whose ``queueName`` follows the label while it is
   not admitted (Q2, ``reconciler.go:634-664``);
 * ``kueue.x-k8s.io/admission-gated-by`` is copied to the Workload and makes it inadmissible,
-  with the ``AdmissionGated`` condition (Q4, ``reconciler.go:1148-1153``, ``workload.go:1282-1299``,
-  ``workload_controller.go:1077-1118``);
+  said on its ``QuotaReserved`` condition (False, reason ``AdmissionGated``, "Admission is
+  gated by: <gate>"; once removed, reason ``Pending``, "AdmissionGatedBy cleared, waiting for
+  quota reservation"), as v0.19.2 says it: there is no ``AdmissionGated`` condition (Q4,
+  ``reconciler.go:1148-1153``, ``workload.go:1282-1299``, ``workload_controller.go:1136-1187``);
 * admission is two steps as upstream: the scheduler reserves quota on the Workload, then the job
   reconciler starts the AppWrapper, writing ``podSetInfos`` and ``suspend: false`` in one update
   (Q5, ``appwrapper_controller.go:165-180``; sources ``podset.go:56-93``: the flavor's
-  nodeLabels and tolerations and the label ``kueue.x-k8s.io/podset``);
+  nodeLabels and tolerations, the labels ``kueue.x-k8s.io/podset``,
+  ``kueue.x-k8s.io/cluster-queue-name`` and ``kueue.x-k8s.io/local-queue-name`` and the
+  annotation ``kueue.x-k8s.io/workload``, as Kueue 0.19 writes them);
 * an unsuspended AppWrapper whose Workload is not admitted is suspended (StopJob), and
   preemption suspends it and clears ``podSetInfos`` (RestorePodSetsInfo).
 
@@ -67,6 +71,9 @@ CONTROLLER = sa("kueue-system", "kueue-controller-manager")
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 GATED_BY = "kueue.x-k8s.io/admission-gated-by"
 PODSET_LABEL = "kueue.x-k8s.io/podset"
+CLUSTER_QUEUE_LABEL = "kueue.x-k8s.io/cluster-queue-name"
+LOCAL_QUEUE_LABEL = "kueue.x-k8s.io/local-queue-name"
+WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 APPWRAPPER_FRAMEWORK = "workload.codeflare.dev/appwrapper"
 DEFAULT_FLAVORS: dict[str, JsonDict] = {"default-flavor": {}}
@@ -275,17 +282,24 @@ class Kueue(Simulator):
             changed = True
         if changed:
             wl = await self.update(WORKLOADS, wl)
+        # workload_controller.go mayUpdateConditionForAdmissionGatedBy (v0.19.2): a gate is
+        # said on QuotaReserved (False, reason AdmissionGated); its removal is said there too
+        # (reason Pending, UnadmittedWorkloadsObservability being off), each with an Event.
         status = wl.setdefault("status", {})
-        if gate:
-            flipped = set_condition(
-                status, "AdmissionGated", True, "AdmissionGated", f"gated by {gate}"
-            )
-        elif condition(wl, "AdmissionGated") is not None:
-            flipped = set_condition(status, "AdmissionGated", False, "AdmissionGateCleared", "")
+        reserved = condition(wl, "QuotaReserved") or {}
+        said_gated = reserved.get("reason") == "AdmissionGated"
+        if gate and not said_gated:
+            said = ("AdmissionGated", f"Admission is gated by: {gate}",
+                    f"Workload admission is gated by: {gate}")  # fmt: skip
+        elif not gate and said_gated:
+            said = ("Pending", "AdmissionGatedBy cleared, waiting for quota reservation",
+                    "Admission gate cleared, workload is now admissible")  # fmt: skip
         else:
-            flipped = False
-        if flipped:
-            wl = await self.update_status(WORKLOADS, wl)
+            return wl
+        set_condition(status, "QuotaReserved", False, said[0], said[1])
+        wl = await self.update_status(WORKLOADS, wl)
+        await self.event(wl, "AdmissionGated" if gate else "AdmissionGateCleared", said[2],
+                         component="kueue-controller-manager")  # fmt: skip
         return wl
 
     def _new_workload(self, aw: JsonDict) -> JsonDict:
@@ -387,11 +401,19 @@ class Kueue(Simulator):
             a["name"]: next(iter((a.get("flavors") or {}).values()), "")
             for a in (wl.get("status") or {}).get("admission", {}).get("podSetAssignments") or []
         }
+        admission = (wl.get("status") or {}).get("admission") or {}
+        # podset.go FromAssignment and jobframework's PodSetInfo: the podSet, ClusterQueue and
+        # LocalQueue labels, and the Workload's name as an annotation, on every podSet.
+        labels = {CLUSTER_QUEUE_LABEL: str(admission.get("clusterQueue") or ""),
+                  LOCAL_QUEUE_LABEL: str(wl["spec"].get("queueName") or "")}  # fmt: skip
         for component, names in zip(aw["spec"]["components"], podset_names(aw), strict=True):
             infos = []
             for ps_name in names:
                 flavor = self.flavors.get(flavors.get(ps_name, ""), {})
-                info: JsonDict = {"labels": {PODSET_LABEL: ps_name}}
+                info: JsonDict = {
+                    "annotations": {WORKLOAD_ANNOTATION: str(meta(wl)["name"])},
+                    "labels": {**labels, PODSET_LABEL: ps_name},
+                }
                 if flavor.get("nodeLabels"):
                     info["nodeSelector"] = dict(flavor["nodeLabels"])
                 if flavor.get("tolerations"):

@@ -39,7 +39,10 @@ JOB_BUDGET = {
     ("create", "events"): 3,
 }
 # The same for a labelled Pod: its headless Service and the dry run of both; the pod itself is
-# patched by the release and by its status.
+# patched by the release and by its status, which says Kueue's words while the pod is queued:
+# the hold ("Admission is gated by: ..."), then its removal ("AdmissionGatedBy cleared, waiting
+# for quota reservation"), each with its Queued Event, as on the real control plane (Kueue
+# 0.19.2 says both on the Workload's QuotaReserved condition).
 POD_BUDGET = {
     ("create", "subjectaccessreviews"): 1,
     ("get", "clusterqueues"): 1,
@@ -50,8 +53,8 @@ POD_BUDGET = {
     ("list", "workloads"): 1,
     ("get", "appwrappers"): 2,
     ("list", "pods"): 1,
-    ("patch", "pods"): 4,
-    ("create", "events"): 3,
+    ("patch", "pods"): 5,
+    ("create", "events"): 4,
 }
 
 

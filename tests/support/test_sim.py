@@ -34,7 +34,13 @@ from testbed.sim import (
     simulated,
 )
 from testbed.sim.appwrapper import AW_LABEL, FINALIZER
-from testbed.sim.kueue import GATED_BY, PODSET_LABEL, QUEUE_LABEL
+from testbed.sim.kueue import (
+    CLUSTER_QUEUE_LABEL,
+    GATED_BY,
+    LOCAL_QUEUE_LABEL,
+    PODSET_LABEL,
+    QUEUE_LABEL,
+)
 from testbed.sim.objects import JsonDict, condition, controller_of
 from testbed.sim.volcano import FROZEN_MESSAGE, defaulted, podgroup_name
 from tests.builders import VolcanoJobBuilder
@@ -184,10 +190,14 @@ async def test_admitted_appwrapper_deploys_its_vcjob_with_the_podset_infos(
         assert cond(aw, "ResourcesDeployed")["status"] == "True"
         infos = aw["spec"]["components"][0]["podSetInfos"]
         assert infos[1] == {
-            "labels": {PODSET_LABEL: "train-1"},
+            "annotations": {"kueue.x-k8s.io/workload": workload["metadata"]["name"]},
+            "labels": {PODSET_LABEL: "train-1", CLUSTER_QUEUE_LABEL: "cq",
+                       LOCAL_QUEUE_LABEL: workload["spec"]["queueName"]},
             "nodeSelector": {"pool": "gpu"},
             "tolerations": FLAVORS["gpu"]["tolerations"],
-        }
+        }  # fmt: skip
+        placed = {PODSET_LABEL: "train-1", CLUSTER_QUEUE_LABEL: "cq",
+                  LOCAL_QUEUE_LABEL: workload["spec"]["queueName"]}  # fmt: skip
         job = cluster.store.get(VCJOBS, NS, "train")
         assert job is not None
         assert job["metadata"]["labels"][AW_LABEL] == "train"
@@ -199,7 +209,7 @@ async def test_admitted_appwrapper_deploys_its_vcjob_with_the_podset_infos(
             aw["metadata"]["uid"],
         )
         worker = job["spec"]["tasks"][1]["template"]
-        assert worker["metadata"]["labels"] == {PODSET_LABEL: "train-1", AW_LABEL: "train"}
+        assert worker["metadata"]["labels"] == {**placed, AW_LABEL: "train"}
         assert worker["spec"]["nodeSelector"] == {"pool": "gpu"}
 
         running = pods(cluster, **{AW_LABEL: "train"})
@@ -310,9 +320,10 @@ async def test_admission_gated_by_holds_the_appwrapper_until_removed(
         await cluster.create(APPWRAPPERS, aw, namespace=NS)
         await sims.settle()
         assert phase(cluster, "train") == "Suspended"
-        gated = condition(sims.kueue.workload(NS, "train"), "AdmissionGated")
+        gated = condition(sims.kueue.workload(NS, "train"), "QuotaReserved")
         assert gated is not None
-        assert gated["status"] == "True"
+        assert (gated["status"], gated["reason"]) == ("False", "AdmissionGated")
+        assert gated["message"] == "Admission is gated by: autowrap.io/adoption"
         with pytest.raises(NotAdmissible, match="gated by autowrap.io/adoption"):
             await sims.kueue.admit(NS, "train")
 
@@ -322,9 +333,10 @@ async def test_admission_gated_by_holds_the_appwrapper_until_removed(
         await cluster.update(APPWRAPPERS, stored)
         await sims.settle()
         assert phase(cluster, "train") == "Running"
-        cleared = condition(sims.kueue.workload(NS, "train"), "AdmissionGated")
-        assert cleared is not None
-        assert (cleared["status"], cleared["reason"]) == ("False", "AdmissionGateCleared")
+        workload = sims.kueue.workload(NS, "train")
+        assert condition(workload, "AdmissionGated") is None
+        reserved = condition(workload, "QuotaReserved")
+        assert reserved is not None and reserved["status"] == "True"
 
 
 async def test_auto_admission_waits_for_the_local_queue(cluster: FakeCluster) -> None:
