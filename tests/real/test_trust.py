@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
 from collections.abc import Iterator
 from typing import Any
 
@@ -133,19 +134,21 @@ def always_policy() -> Obj:
 # -- what the user does and sees ---------------------------------------------------------------
 
 
-def as_mallory(cluster: RealCluster, *args: str, input: str | None = None) -> Any:
+def as_mallory(
+    cluster: RealCluster, *args: str, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
     """kubectl as mallory, with her own credentials (a client certificate)."""
     return cluster.kubectl(*args, as_user=MALLORY, input=input)
 
 
-def mallory_creates(cluster: RealCluster, obj: Obj) -> Any:
+def mallory_creates(cluster: RealCluster, obj: Obj) -> subprocess.CompletedProcess[str]:
     return as_mallory(cluster, "create", "-f", "-", input=yaml.safe_dump(obj))
 
 
 def mallory_patches(
     cluster: RealCluster, kind: str, name: str, patch: Any, *, kind_of_patch: str = "merge",
     namespace: str = TRUST,
-) -> Any:  # fmt: skip
+) -> subprocess.CompletedProcess[str]:  # fmt: skip
     return as_mallory(cluster, "patch", kind, name, "-n", namespace, f"--type={kind_of_patch}",
                       "-p", json.dumps(patch))  # fmt: skip
 
@@ -647,6 +650,21 @@ def test_f16_a_reapply_that_drops_a_field_of_her_own_is_refused(
     stored = get(real_cluster, "vcjob", "reapplied", TRUST)
     assert stored is not None
     assert stored["spec"]["tasks"][0]["template"]["spec"]["nodeSelector"] == {"disk": "ssd"}
+
+
+def test_f16_reapplying_the_unchanged_manifest_is_accepted(
+    real_cluster: RealCluster, namespaces: None
+) -> None:
+    """The other half of f16: what admission and Volcano added is kept, so the same manifest
+    applied again (a CI job, a GitOps sync) changes nothing and is accepted, though Volcano's
+    webhook stored its tasks as Go writes them (``nvidia.com/gpu: 1`` as ``"1"``)."""
+    job = volcano_job("unchanged")
+    done = as_mallory(real_cluster, "apply", "-f", "-", input=yaml.safe_dump(job))
+    assert done.returncode == 0, done.stderr
+    queued(real_cluster, "unchanged")
+    again = as_mallory(real_cluster, "apply", "-f", "-", input=yaml.safe_dump(job))
+    assert again.returncode == 0, again.stderr
+    nothing_runs(real_cluster, "unchanged")
 
 
 # -- i01: a Job its AppWrapper created keeps its marks and its size ------------------------------
