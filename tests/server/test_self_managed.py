@@ -167,3 +167,29 @@ async def test_a_missing_secret_is_an_install_error_and_nothing_is_created(
     assert "re-apply" in message and "kubectl create secret" in message
     assert not fake_kube.requests_to("POST", "/secrets"), "autowrap has no create on Secrets"
     assert (names.SERVICE_NAMESPACE, SECRET) not in fake_kube.objects(SECRETS)
+
+
+async def test_filling_the_secret_keeps_its_installers_labels_and_annotations(
+    fake_kube: FakeCluster, fake_kubeconfig: Path, admin_kubeconfig: Path, tmp_path: Path
+) -> None:
+    """The Secret is the installer's: Helm finds its release by these annotations and
+    `autowrap uninstall` finds autowrap's objects by the part-of label."""
+    for configuration in webhook_configurations():
+        fake_kube.add_webhook_configuration(configuration)
+    await asyncio.to_thread(install_empty_secret, admin_kubeconfig)
+    key = (names.SERVICE_NAMESPACE, SECRET)
+    stored = fake_kube.objects(SECRETS)[key]
+    marks = {
+        "labels": {"app.kubernetes.io/part-of": "autowrap",
+                   "app.kubernetes.io/managed-by": "Helm"},
+        "annotations": {"meta.helm.sh/release-name": "autowrap",
+                        "meta.helm.sh/release-namespace": names.SERVICE_NAMESPACE},
+    }  # fmt: skip
+    fake_kube.store.update(SECRETS, {**stored, "metadata": {**stored["metadata"], **marks}})
+
+    await asyncio.to_thread(selfmanaged.prepare, _args(tmp_path, fake_kubeconfig))
+
+    filled = fake_kube.objects(SECRETS)[key]
+    assert filled["data"][certs.TLS_CERT], "the Secret was filled"
+    assert filled["metadata"]["labels"] == marks["labels"]
+    assert filled["metadata"]["annotations"] == marks["annotations"]

@@ -1255,18 +1255,25 @@ class CertificateStore:
         resource_version: str = "",
     ) -> bool:
         """Create or replace the Secret; False when another replica created it first or (with
-        ``resource_version``, a precondition of the replace) changed it since it was read."""
-        metadata = {"name": name, "namespace": namespace}
-        if resource_version and not create:
-            metadata["resourceVersion"] = resource_version
-        body = {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "type": "kubernetes.io/tls",
-            "metadata": metadata,
-            "data": data,
-        }
+        ``resource_version``, a precondition of the replace) changed it since it was read. A
+        replace keeps the Secret's labels and annotations: they are the installer's (Helm's
+        ownership, ``app.kubernetes.io/part-of``, which ``autowrap uninstall`` finds it by)."""
+        metadata: dict[str, Any] = {"name": name, "namespace": namespace}
         try:
+            if not create:
+                current = self._core.read_namespaced_secret(name, namespace).metadata
+                for field in ("labels", "annotations"):
+                    if getattr(current, field, None):
+                        metadata[field] = dict(getattr(current, field))
+                if resource_version:
+                    metadata["resourceVersion"] = resource_version
+            body = {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "type": "kubernetes.io/tls",
+                "metadata": metadata,
+                "data": data,
+            }
             if create:
                 self._core.create_namespaced_secret(namespace, body)
             else:
