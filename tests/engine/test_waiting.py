@@ -51,8 +51,21 @@ def test_nothing_is_said_for_another_appwrapper_or_in_another_state() -> None:
     assert waiting.kueue_says(AW, [workload(PENDING, owner="other")]) == waiting.Said()
     assert waiting.kueue_says(None, [workload(PENDING)]) == waiting.Said()
     running = adoption.Status("Admitted by Kueue; AppWrapper train is Running", "Running")
-    assert waiting.with_kueue(running, AW, waiting.Said(reason=REASON)) == running
+    assert waiting.with_kueue(running, AW, waiting.Said()) == running
+    assert waiting.with_kueue(running, AW, waiting.Said(admitted=True)) == running
     assert waiting.with_kueue(QUEUED, AW, waiting.Said()) == QUEUED
+
+
+def test_an_appwrapper_unsuspended_by_its_editor_is_not_said_admitted() -> None:
+    """spec.suspend is the AppWrapper's, which its editors can write; whether Kueue admitted is
+    its Workload's, which only Kueue writes."""
+    for claimed in ("Running", "Admitted"):
+        status = adoption.Status(f"Admitted by Kueue; AppWrapper train is {claimed}", claimed)
+        said = waiting.with_kueue(status, AW, waiting.Said(reason=REASON))
+        assert said.reason == "Queued", said
+        assert said.text == (
+            f"Not admitted by Kueue (AppWrapper train); pods wait, gated. Kueue: {REASON}"
+        )
 
 
 def test_a_long_reason_is_cut_to_the_limit() -> None:

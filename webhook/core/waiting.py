@@ -117,8 +117,20 @@ def with_kueue(
     """The object's status while its AppWrapper is queued, with what Kueue says: its reason
     for not admitting yet (the ``Queued`` Event that goes with a change says it too), or, once
     it admitted and before it un-suspends the AppWrapper, "Admitted" (rather than a
-    ``Queued`` without a reason in between)."""
-    if status.reason != "Queued" or appwrapper is None:
+    ``Queued`` without a reason in between); and never "Admitted" or "Running" while the
+    Workload says why Kueue does not admit it, whatever the AppWrapper's own spec says."""
+    if appwrapper is None:
+        return status
+    if status.reason in ("Running", "Admitted") and said.reason and not said.admitted:
+        # The AppWrapper is not suspended, but its Workload (Kueue's alone to write) says Kueue
+        # has not admitted it, or took the admission back: whoever may edit the AppWrapper can
+        # write spec.suspend, and Kueue suspends it again.
+        name = as_map(appwrapper.get("metadata")).get("name")
+        return adoption.Status(
+            f"Not admitted by Kueue (AppWrapper {name}); pods wait, gated. Kueue: {said.reason}",
+            "Queued",
+        )
+    if status.reason != "Queued":
         return status
     if said.admitted:
         name = as_map(appwrapper.get("metadata")).get("name")
