@@ -235,6 +235,11 @@ def burst(
     metrics_after = cluster.apiserver_metrics()
     autowrap_after = _autowrap_metrics(cluster)
     cpu = {k: round(_delta(v, cpu_before.get(k, 0.0)), 3) for k, v in cpu_after.items()}
+    # Emptied before the next burst: the four nodes hold 440 pods.
+    for kind in ("jobs.batch.volcano.sh", "appwrappers", "pods"):
+        cluster.kubectl("delete", kind, "--all", "-n", namespace, "--wait=false", timeout=600)
+    while cluster.admin.get(f"/api/v1/namespaces/{namespace}/pods").get("items"):  # type: ignore[union-attr]
+        time.sleep(0.5)
     served = requests(
         metrics_before, metrics_after, "apiserver_request_total", ("verb", "resource")
     )
@@ -253,6 +258,20 @@ def burst(
 
 def _autowrap_metrics(cluster: RealCluster) -> str:
     return "\n".join(cluster.autowrap_metrics(r.name) for r in cluster.running_replicas())
+
+
+class _Progress(list[Obj]):
+    """The bursts so far, written out after each one (a later burst that fails keeps them)."""
+
+    def __init__(self, out: Path | None) -> None:
+        super().__init__()
+        self.out = out
+
+    def append(self, burst: Obj) -> None:
+        super().append(burst)
+        print(json.dumps(burst), flush=True)
+        if self.out is not None:
+            self.out.write_text(json.dumps({"bursts": list(self)}, indent=2) + "\n")
 
 
 # --- autowrap's webhooks out and back -------------------------------------------------------------
@@ -282,8 +301,8 @@ def restore_webhooks(cluster: RealCluster, saved: list[Obj]) -> None:
             raise RuntimeError(done.stderr)
 
 
-def run(count: int) -> Obj:
-    results: list[Obj] = []
+def run(count: int, out: Path | None = None) -> Obj:
+    results: list[Obj] = _Progress(out)
     with launcher.launch() as cluster:
         saved = remove_webhooks(cluster)
         try:
@@ -313,7 +332,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=100, help="workloads per burst (default 100)")
     parser.add_argument("--out", type=Path, help="write the figures here as JSON")
     args = parser.parse_args()
-    figures = run(args.jobs)
+    figures = run(args.jobs, args.out)
     text = json.dumps(figures, indent=2)
     if args.out:
         args.out.write_text(text + "\n")

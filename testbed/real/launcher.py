@@ -372,8 +372,14 @@ def launch(workdir: Path | None = None, *, replicas: int = 1) -> Iterator[RealCl
     # fixed) and /etc/hosts names are the machine's. A second session waits its turn.
     lock = open(LOCK_PATH, "w")  # noqa: SIM115 (held for the whole session, closed below)
     fcntl.flock(lock, fcntl.LOCK_EX)
-    for program in processes.reap_leftovers():
+    reaped = processes.reap_leftovers()
+    for program in reaped:
         print(f"testbed.real: stopped {program}, left running by an earlier session")
+    deadline = time.monotonic() + 15.0
+    while reaped and not processes.port_free(addons.APPWRAPPER_WEBHOOK_PORT):
+        if time.monotonic() > deadline:  # prepare() then says who holds it
+            break
+        time.sleep(0.2)
     try:
         run.prepare()
         run.control_plane()
