@@ -54,8 +54,12 @@ SMALL: Obj = {"limits": {"cpu": "100m", "memory": "64Mi"}}
 # --- what a burst creates ---------------------------------------------------------------------
 
 
+# A labelled workload names its LocalQueue (the installed default policy gives none).
+WRAPPED = {"autowrap.io/wrap": "true", "kueue.x-k8s.io/queue-name": "team-queue"}
+
+
 def volcano_job(name: str, namespace: str, *, labelled: bool) -> Obj:
-    labels = {"autowrap.io/wrap": "true"} if labelled else {}
+    labels = dict(WRAPPED) if labelled else {}
     return {
         "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
         "metadata": {"name": name, "namespace": namespace, "labels": labels},
@@ -68,7 +72,7 @@ def volcano_job(name: str, namespace: str, *, labelled: bool) -> Obj:
 
 
 def pod(name: str, namespace: str, *, labelled: bool) -> Obj:
-    labels = {"autowrap.io/wrap": "true"} if labelled else {}
+    labels = dict(WRAPPED) if labelled else {}
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace, "labels": labels},
