@@ -35,8 +35,10 @@ JOB_BUDGET = {
     ("get", "appwrappers"): 3,
     ("list", "pods"): 4,
     ("patch", "pods"): 2,
-    ("patch", "jobs"): 3,
-    ("create", "events"): 3,
+    # Owner, then one status per state the reconciles see: "starting" is written only when one
+    # runs between Kueue's admission and the AppWrapper's start, so 3 or 4, with its Event.
+    ("patch", "jobs"): 4,
+    ("create", "events"): 4,
 }
 # The same for a labelled Pod: its headless Service and the dry run of both; the pod itself is
 # patched by the release and by its status, which says Kueue's words while the pod is queued:

@@ -93,3 +93,17 @@ def test_only_a_reason_said_now_or_before_wakes_the_appwrapper() -> None:
     assert waiting.wakes(None, pending) and waiting.wakes(pending, admitted)
     assert waiting.wakes(pending, None)
     assert not waiting.wakes(None, admitted) and not waiting.wakes(admitted, None)
+
+
+def test_kueues_words_about_autowraps_own_hold_are_not_mirrored() -> None:
+    gated = {
+        "type": "QuotaReserved",
+        "status": "False",
+        "reason": "AdmissionGated",
+        "message": "Admission is gated by: autowrap.io/adoption",
+    }
+    cleared = {"type": "QuotaReserved", "status": "False", "reason": "Pending",
+               "message": "AdmissionGatedBy cleared, waiting for quota reservation"}  # fmt: skip
+    assert waiting.kueue_says(AW, [workload(gated)]) == waiting.Said()
+    assert waiting.kueue_says(AW, [workload(cleared)]) == waiting.Said()
+    assert waiting.workload_view(workload(cleared)) is None

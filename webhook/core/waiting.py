@@ -44,9 +44,20 @@ def _said(workload: Mapping[str, Any]) -> Said:
     if as_map(conditions.get("Admitted")).get("status") == "True":
         return Said(admitted=True)
     reserved = as_map(conditions.get("QuotaReserved"))
-    if reserved.get("status") != "False":
+    if reserved.get("status") != "False" or _about_the_hold(reserved):
         return Said()
     return Said(reason=_cut(str(reserved.get("message") or reserved.get("reason") or "")))
+
+
+def _about_the_hold(condition: Mapping[str, Any]) -> bool:
+    """Whether Kueue speaks of autowrap's own hold (the ``admission-gated-by`` annotation the
+    controller lifts once the object names the AppWrapper): "Admission is gated by: ..." while
+    it is there, "AdmissionGatedBy cleared, waiting for quota reservation" once it is gone
+    (kueue v0.19.2 workload_controller.go:1157-1171). Neither is a reason Kueue does not admit
+    the work, so neither is mirrored."""
+    return condition.get("reason") == "AdmissionGated" or str(
+        condition.get("message") or ""
+    ).startswith("AdmissionGatedBy cleared")
 
 
 def workload_view(workload: Mapping[str, Any]) -> Obj | None:
