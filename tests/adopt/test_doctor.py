@@ -14,7 +14,6 @@ import ast
 import asyncio
 import contextlib
 import copy
-import io
 import os
 import re
 import shutil
@@ -47,6 +46,7 @@ from testbed.cluster.resources import (
 from testbed.pki import ServingPki
 from tests.adopt.cluster import AUTOWRAP, FLAVORS, NAMESPACE, Cluster, running_cluster
 from tests.deploy.test_manifests import render
+from tests.support.cli import run as _run
 from tests.support.operator_edits import edit_cluster_role_verbs
 from webhook import __version__, app
 from webhook.cli import doctor
@@ -54,13 +54,6 @@ from webhook.cli import main as cli
 from webhook.shell import certs, kube
 
 TEAM_A = "team-a"
-
-
-def _run(argv: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    args = cli.parser().parse_args(argv)
-    code: int = args.handler(args, out, err, io.StringIO())
-    return code, out.getvalue(), err.getvalue()
 
 
 @contextlib.asynccontextmanager

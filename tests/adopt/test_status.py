@@ -4,7 +4,6 @@ kubeconfig as the CLI does, in text and in ``-o json``."""
 from __future__ import annotations
 
 import asyncio
-import io
 from pathlib import Path
 from typing import Any
 
@@ -13,18 +12,12 @@ import orjson
 from testbed.cluster.resources import VCJOBS
 from testbed.pki import ServingPki
 from tests.adopt.cluster import ALICE, NAMESPACE, QUEUE, running_cluster, vcjob
+from tests.support.cli import run as _run
 from webhook.cli import follow, status
 from webhook.cli import main as cli
 from webhook.shell.kube import APPWRAPPERS, PODS, Api
 
 POD_NAMES = ["train-master-0", "train-worker-0", "train-worker-1", "train-worker-2"]
-
-
-def _run(argv: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    args = cli.parser().parse_args(argv)
-    code: int = args.handler(args, out, err, io.StringIO())
-    return code, out.getvalue(), err.getvalue()
 
 
 async def test_status_follows_an_adopted_admitted_job_to_its_pods_and_events(

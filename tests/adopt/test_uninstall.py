@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -18,18 +17,11 @@ from testbed.cluster.resources import CONFIGMAPS, NAMESPACES, SERVICES, VCJOBS
 from testbed.pki import ServingPki
 from tests.adopt.cluster import ALICE, AUTOWRAP, FLAVORS, NAMESPACE, Cluster, running_cluster, vcjob
 from tests.deploy.test_manifests import render
-from webhook.cli import main as cli
+from tests.support.cli import run as _run
 from webhook.model import names
 from webhook.shell.uninstall import CREATED_BY_INSTALL
 
 INSTALL = names.SERVICE_NAMESPACE
-
-
-def _run(argv: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    args = cli.parser().parse_args(argv)
-    code: int = args.handler(args, out, err, io.StringIO())
-    return code, out.getvalue(), err.getvalue()
 
 
 @contextlib.asynccontextmanager
