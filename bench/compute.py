@@ -39,6 +39,9 @@ class InstantCluster:
     ) -> dict[str, Any] | None:
         return None
 
+    async def appwrapper_terminating(self, namespace: str, name: str, *, timeout: float) -> bool:
+        return False
+
     async def may_create_appwrappers(
         self, who: Identity, namespace: str, *, timeout: float
     ) -> tuple[bool, str]:

@@ -47,7 +47,7 @@ _SAMPLE = re.compile(
     r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})? (?P<value>\S+)$"
 )
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-# Small enough that 500 fit on the four KWOK nodes (32 cpu, 110 pods each) and in the quota.
+# Small enough that 500 fit on the four KWOK nodes (32 cpu, 140 pods each) and in the quota.
 SMALL: Obj = {"limits": {"cpu": "100m", "memory": "64Mi"}}
 
 
@@ -239,7 +239,7 @@ def burst(
     metrics_after = cluster.apiserver_metrics()
     autowrap_after = _autowrap_metrics(cluster)
     cpu = {k: round(_delta(v, cpu_before.get(k, 0.0)), 3) for k, v in cpu_after.items()}
-    # Emptied before the next burst: the four nodes hold 440 pods.
+    # Emptied before the next burst: the four nodes hold 560 pods.
     for kind in ("jobs.batch.volcano.sh", "appwrappers", "pods"):
         cluster.kubectl("delete", kind, "--all", "-n", namespace, "--wait=false", timeout=600)
     while cluster.admin.get(f"/api/v1/namespaces/{namespace}/pods").get("items"):  # type: ignore[union-attr]

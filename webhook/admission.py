@@ -371,10 +371,9 @@ async def _check_adoptable(
         if refusal is not None:
             return _denied(request.uid, rec, [refusal], code=403, reason="Forbidden",
                            warnings=verdict.warnings)  # fmt: skip
-        earlier = await deps.cluster.get_appwrapper(
+        if await deps.cluster.appwrapper_terminating(
             request.namespace, rec.appwrapper, timeout=budget.left()
-        )
-        if earlier is not None and adoption.is_terminating(earlier):
+        ):
             # Its controller deletes the components it had by name as it goes (A7): this
             # object, created now, would be deleted with it.
             return _denied(request.uid, rec, [

@@ -131,7 +131,7 @@ def kwok(binary: Path, kubeconfig: Path, stages: Path) -> list[str]:
 def node(index: int, gpus: int = 8) -> Obj:
     """A KWOK node with ``gpus`` GPUs, in the ResourceFlavor's pool, two nodes per zone."""
     name = f"kwok-node-{index}"
-    capacity = {"cpu": "32", "memory": "256Gi", "pods": "110", GPU: str(gpus)}
+    capacity = {"cpu": "32", "memory": "256Gi", "pods": "140", GPU: str(gpus)}
     return {
         "apiVersion": "v1", "kind": "Node",
         "metadata": {

@@ -186,6 +186,7 @@ async def running_cluster(
     mode: str = "Adopt",
     owner_references_enforcement: bool = True,
     owner_references_component: bool = True,
+    controller_apart: bool = False,
 ) -> AsyncIterator[Cluster]:
     """``pods=False`` switches Volcano and the kubelet off, ``upstream=False`` every simulator
     (for tests about adoption alone); ``extra_policies`` is a policy file added to the shipped
@@ -193,7 +194,8 @@ async def running_cluster(
     ``owner_references_enforcement=False`` is a cluster without that admission plugin (the
     upstream default), autowrap then holding deploy/base's grants alone;
     ``owner_references_component=False`` leaves out the component docs/install.md asks for
-    where the plugin is on."""
+    where the plugin is on; ``controller_apart=True`` runs the controller in a process of its
+    own, as ``autowrap serve`` does."""
     configurations = webhook_configurations()
     emulator = ApiserverEmulator("127.0.0.1", 0, configurations,
                                  match_conditions=cel_predicates(configurations),
@@ -225,6 +227,7 @@ async def running_cluster(
         policy_path=_policies(tmp_path, extra_policies, mode),
         kubeconfig=str(write_kubeconfig(tmp_path / "kubeconfig", api.url, AUTOWRAP_TOKEN, tls=api.tls)),
         reload_interval=60.0, drain_timeout=5.0, controller=controller,
+        controller_apart=controller_apart,
         controller_namespace=names.SERVICE_NAMESPACE, controller_identity="autowrap-0",
     )  # fmt: skip
     running = await app.start(options)

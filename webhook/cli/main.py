@@ -612,6 +612,13 @@ def cmd_serve(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO)
     return app.main(args)
 
 
+def cmd_controller(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
+    from webhook import app
+
+    quiet_kube_client()
+    return app.controller_main(args)
+
+
 def cmd_certs(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
     from webhook.shell import certs
 
@@ -1025,6 +1032,17 @@ def parser() -> argparse.ArgumentParser:
         "the server has API access)",
     )
     serve.set_defaults(handler=cmd_serve)
+
+    # `autowrap serve` starts it as a process of its own; not listed, not for people.
+    alone = sub.add_parser("controller", description="The adopt-mode controller, as "
+                           "`autowrap serve` runs it beside its webhooks.")  # fmt: skip
+    alone.add_argument("--relay-fd", type=int, required=True, help="the serving process's socket")
+    alone.add_argument("--kubeconfig", metavar="PATH")
+    alone.add_argument("--policy", metavar="PATH")
+    alone.add_argument("--namespace", help="where the Lease lives")
+    alone.add_argument("--identity", help="the Lease holder's name")
+    alone.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+    alone.set_defaults(handler=cmd_controller)
 
     certs = sub.add_parser(
         "certs",

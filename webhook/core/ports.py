@@ -58,6 +58,10 @@ class Cluster(Protocol):
         self, namespace: str, name: str, *, timeout: float
     ) -> dict[str, Any] | None: ...
 
+    async def appwrapper_terminating(
+        self, namespace: str, name: str, *, timeout: float
+    ) -> bool: ...
+
     async def may_create_appwrappers(
         self, who: Identity, namespace: str, *, timeout: float
     ) -> tuple[bool, str]: ...

@@ -858,6 +858,13 @@ class _Cached:
     expires: float
 
 
+# How long a SubjectAccessReview's "allowed" is taken as said (kube-apiserver's webhook
+# authorizer keeps one 5 minutes by default, controller-runtime's delegating authorizer 10 s),
+# and for how many users and namespaces at most.
+ALLOWED_TTL = 10.0
+MAX_ALLOWED_KEPT = 4096
+
+
 class KubeClient(Api):
     """What admission asks of the API, with short-lived caches for the per-request reads."""
 
@@ -869,9 +876,13 @@ class KubeClient(Api):
         namespace_ttl: float = 60.0,
         queue_ttl: float = 30.0,
         discovery_ttl: float = 300.0,
+        allowed_ttl: float = ALLOWED_TTL,
     ) -> None:
         super().__init__(api_client)
         self._clock = clock
+        self._allowed_ttl = allowed_ttl
+        # (who, namespace) -> until when a SubjectAccessReview's "allowed" is taken as said.
+        self._allowed: dict[tuple[Identity, str], float] = {}
         self._ttl = {
             "ns": namespace_ttl,
             "lq": queue_ttl,
@@ -915,11 +926,35 @@ class KubeClient(Api):
             exc.call = "get appwrapper"
             raise
 
+    async def appwrapper_terminating(self, namespace: str, name: str, *, timeout: float) -> bool:
+        """Whether an AppWrapper of this name exists and is being deleted: its metadata alone,
+        read live (a cache that lags would let a create through that its deletion then takes
+        along: adopt-mode.md A7)."""
+        try:
+            found, _ = await self._exchange(
+                "get appwrappers", "GET", APPWRAPPERS.path(namespace, name), timeout=timeout,
+                accept=METADATA_ACCEPT,
+            )  # fmt: skip
+        except ApiFailure as exc:
+            if exc.status == 404:
+                return False
+            exc.call = "get appwrapper"
+            raise
+        return bool((found.get("metadata") or {}).get("deletionTimestamp"))
+
     # --- authorization ---------------------------------------------------------------------
 
     async def may_create_appwrappers(
         self, who: Identity, namespace: str, *, timeout: float
     ) -> tuple[bool, str]:
+        """A SubjectAccessReview as ``who``. An "allowed" is kept ``allowed_ttl`` seconds for
+        that exact user (name, uid, groups, extra) and namespace, so that a burst of one user's
+        creates asks once; a denial is never kept, so a permission just granted works at once,
+        and one revoked stops working for autowrap within the TTL."""
+        key = (who, namespace)
+        until = self._allowed.get(key)
+        if until is not None and until > self._clock():
+            return True, ""
         body = {
             "apiVersion": "authorization.k8s.io/v1",
             "kind": "SubjectAccessReview",
@@ -943,7 +978,18 @@ class KubeClient(Api):
             exc.call = "create subjectaccessreview"
             raise
         status = result.get("status") or {}
-        return bool(status.get("allowed")), str(status.get("reason") or "")
+        allowed = bool(status.get("allowed"))
+        if allowed and self._allowed_ttl > 0:
+            self._keep_allowed(key)
+        return allowed, str(status.get("reason") or "")
+
+    def _keep_allowed(self, key: tuple[Identity, str]) -> None:
+        now = self._clock()
+        if len(self._allowed) >= MAX_ALLOWED_KEPT:
+            self._allowed = {k: t for k, t in self._allowed.items() if t > now}
+            if len(self._allowed) >= MAX_ALLOWED_KEPT:
+                self._allowed.clear()
+        self._allowed[key] = now + self._allowed_ttl
 
     async def review_token(self, token: str, *, timeout: float) -> Identity | None:
         """Who a bearer token authenticates as (a TokenReview); None when it does not."""

@@ -145,6 +145,8 @@ class State:
     heavy: lanes.Lanes = field(default_factory=lanes.Lanes)
     # Redirect mode's PolicyAudit Events on the AppWrappers it creates (with API access).
     audit_events: AuditEvents | None = None
+    # Called after each policy set loaded (the controller process reads the files again).
+    policy_listeners: list[Callable[[], None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.metrics = Metrics(in_flight=lambda: self.in_flight)
@@ -559,6 +561,8 @@ def reload_policies(state: State) -> bool:
     state.metrics.policy_reloads.labels("loaded").inc()
     log.info("policies loaded", extra={"fields": {
         "policies": [p.name for p in state.policies.policies]}})  # fmt: skip
+    for listener in state.policy_listeners:
+        listener()
     return True
 
 
@@ -644,6 +648,9 @@ class Options:
     use_cluster: bool = True
     # Run the adopt-mode controller (SPEC section 11) whenever there is API access.
     controller: bool = True
+    # ... in a process of its own (``webhook.app``), so that no reconcile delays an admission
+    # answer; else on the serving loop (the tests that drive the controller directly).
+    controller_apart: bool = False
     # Follow namespaces and LocalQueues with watches (else one API call per cache miss).
     watch_caches: bool = True
     controller_namespace: str | None = None
