@@ -17,7 +17,9 @@ runs. Each burst reports:
 The bursts: with autowrap's webhook configurations removed (the baseline), unlabelled Volcano
 Jobs and Pods, and AppWrappers written by hand the way a user without autowrap submits them;
 with autowrap installed, the same unlabelled ones (what autowrap costs work it leaves alone),
-labelled Volcano Jobs and labelled Pods in adopt mode. The figures are printed and written as
+labelled Volcano Jobs and labelled Pods in adopt mode, and the same in redirect mode (a policy
+added for their namespaces). ``--burst NAME`` runs only the bursts named. Each burst also
+reports autowrap's peak memory (VmHWM over the replica's processes). The figures are printed and written as
 JSON (``--out``); docs/performance.md keeps them. Timings are measured here, never asserted by
 a test.
 """
@@ -120,6 +122,29 @@ def cpu_seconds(cluster: RealCluster) -> dict[str, float]:
     return out
 
 
+def peak_rss_mib(cluster: RealCluster) -> dict[str, float]:
+    """Each running autowrap replica's peak memory: VmHWM summed over its process group (the
+    serving process and the controller process share the container's limit)."""
+    out: dict[str, float] = {}
+    for replica in cluster.running_replicas():
+        group = os.getpgid(cluster.supervisor.processes[replica.name].popen.pid)
+        total = 0
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[2]) != group:
+                    continue
+                status = (entry / "status").read_text()
+            except OSError:
+                continue
+            for line in status.splitlines():
+                if line.startswith("VmHWM:"):
+                    total += int(line.split()[1])
+        out[replica.name] = round(total / 1024, 1)
+    return out
+
+
 def samples(text: str) -> list[tuple[str, dict[str, str], float]]:
     found = []
     for line in text.splitlines():
@@ -216,8 +241,16 @@ def running_pods(cluster: RealCluster, namespace: str) -> int:
 
 
 def burst(
-    cluster: RealCluster, what: str, namespace: str, build: Callable[[str, str], Obj], count: int
+    cluster: RealCluster,
+    what: str,
+    namespace: str,
+    build: Callable[[str, str], Obj],
+    count: int,
+    *,
+    redirected: bool = False,
 ) -> Obj:
+    """``redirected``: each create is answered with redirect mode's denial, which names the
+    AppWrapper made for it (kubectl then exits non-zero)."""
     cluster.add_namespace(namespace)
     documents = [build(f"{what}-{i:04d}", namespace) for i in range(count)]
     text = "---\n".join(yaml.safe_dump(d) for d in documents)
@@ -227,7 +260,8 @@ def burst(
     started = time.monotonic()
     created = cluster.kubectl("create", "-f", "-", input=text, timeout=600)
     created_s = time.monotonic() - started
-    if created.returncode != 0:
+    wrapped = created.stderr.count("was wrapped into AppWrapper")
+    if (created.returncode != 0 and not redirected) or (redirected and wrapped != count):
         raise RuntimeError(f"{what}: kubectl create failed: {created.stderr[-2000:]}")
     deadline = started + RUNNING_DEADLINE
     while running_pods(cluster, namespace) < count:
@@ -239,6 +273,7 @@ def burst(
     metrics_after = cluster.apiserver_metrics()
     autowrap_after = _autowrap_metrics(cluster)
     cpu = {k: round(_delta(v, cpu_before.get(k, 0.0)), 3) for k, v in cpu_after.items()}
+    peak = peak_rss_mib(cluster)
     # Emptied before the next burst: the four nodes hold 560 pods.
     for kind in ("jobs.batch.volcano.sh", "appwrappers", "pods"):
         cluster.kubectl("delete", kind, "--all", "-n", namespace, "--wait=false", timeout=600)
@@ -253,6 +288,7 @@ def burst(
         "what": what, "count": count, "create_s": round(created_s, 2),
         "all_running_s": round(running_s, 2), "cpu_s": cpu,
         "cpu_ms_per_workload": {k: round(1000 * v / count, 2) for k, v in cpu.items()},
+        "autowrap_peak_rss_mib": peak,
         "webhooks": {k: {m: round(v, 2) for m, v in f.items()}
                      for k, f in webhooks(metrics_before, metrics_after).items()},
         "apiserver_requests_per_workload": {k: round(v / count, 2) for k, v in served.items()},
@@ -305,29 +341,74 @@ def restore_webhooks(cluster: RealCluster, saved: list[Obj]) -> None:
             raise RuntimeError(done.stderr)
 
 
-def run(count: int, out: Path | None = None) -> Obj:
+# Each burst: what it creates, and whether it is redirected (a policy in Redirect mode for its
+# namespace); the baseline's run with autowrap's webhooks removed.
+BASELINE: dict[str, Callable[[str, str], Obj]] = {
+    "base-jobs": lambda n, ns: volcano_job(n, ns, labelled=False),
+    "base-pods": lambda n, ns: pod(n, ns, labelled=False),
+    "handwritten": lambda n, ns: handwritten(n, ns, queue="team-queue"),
+}
+INSTALLED: dict[str, Callable[[str, str], Obj]] = {
+    "unlabelled-jobs": lambda n, ns: volcano_job(n, ns, labelled=False),
+    "unlabelled-pods": lambda n, ns: pod(n, ns, labelled=False),
+    "adopt-jobs": lambda n, ns: volcano_job(n, ns, labelled=True),
+    "adopt-pods": lambda n, ns: pod(n, ns, labelled=True),
+    "redirect-jobs": lambda n, ns: volcano_job(n, ns, labelled=True),
+    "redirect-pods": lambda n, ns: pod(n, ns, labelled=True),
+}
+BURSTS = (*BASELINE, *INSTALLED)
+POLICY_KEY = "zz-bench-redirect.yaml"
+
+
+def redirect_policy(namespaces: list[str]) -> Obj:
+    return {"apiVersion": "autowrap.io/v1alpha1", "kind": "Policy",
+            "metadata": {"name": "bench-redirect"},
+            "spec": {"namespaces": {"names": namespaces}, "wrap": "OptIn",
+                     "mode": "Redirect"}}  # fmt: skip
+
+
+def _policy_loads(cluster: RealCluster) -> float:
+    return sum(v for name, labels, v in samples(_autowrap_metrics(cluster))
+               if name == "autowrap_policy_reloads_total" and labels.get("result") == "loaded")  # fmt: skip
+
+
+def install_redirect_policy(cluster: RealCluster, namespaces: list[str]) -> None:
+    """The bench's redirect namespaces in Redirect mode, in the installed ConfigMap, loaded by
+    every replica."""
+    before = _policy_loads(cluster)
+    text = yaml.safe_dump(redirect_policy(namespaces), sort_keys=False)
+    done = cluster.kubectl("patch", "configmap", "autowrap-policies", "-n", "autowrap-system",
+                           "--type=merge", "-p", json.dumps({"data": {POLICY_KEY: text}}))  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr)
+    cluster.refresh_policies()
+    deadline = time.monotonic() + 60
+    while _policy_loads(cluster) <= before:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the redirect policy was not loaded within 60 s")
+        time.sleep(0.5)
+
+
+def run(count: int, out: Path | None = None, only: tuple[str, ...] = BURSTS) -> Obj:
     results: list[Obj] = _Progress(out)
     with launcher.launch() as cluster:
-        saved = remove_webhooks(cluster)
-        try:
-            time.sleep(2.0)  # the apiserver's webhook configuration cache follows a watch
-            results.append(burst(cluster, "base-jobs", "bench-base-jobs",
-                                 lambda n, ns: volcano_job(n, ns, labelled=False), count))  # fmt: skip
-            results.append(burst(cluster, "base-pods", "bench-base-pods",
-                                 lambda n, ns: pod(n, ns, labelled=False), count))  # fmt: skip
-            results.append(burst(cluster, "handwritten", "bench-handwritten",
-                                 lambda n, ns: handwritten(n, ns, queue="team-queue"), count))  # fmt: skip
-        finally:
-            restore_webhooks(cluster, saved)
-        time.sleep(2.0)
-        results.append(burst(cluster, "unlabelled-jobs", "bench-unlabelled-jobs",
-                             lambda n, ns: volcano_job(n, ns, labelled=False), count))  # fmt: skip
-        results.append(burst(cluster, "unlabelled-pods", "bench-unlabelled-pods",
-                             lambda n, ns: pod(n, ns, labelled=False), count))  # fmt: skip
-        results.append(burst(cluster, "adopt-jobs", "bench-adopt-jobs",
-                             lambda n, ns: volcano_job(n, ns, labelled=True), count))  # fmt: skip
-        results.append(burst(cluster, "adopt-pods", "bench-adopt-pods",
-                             lambda n, ns: pod(n, ns, labelled=True), count))  # fmt: skip
+        if any(b in BASELINE for b in only):
+            saved = remove_webhooks(cluster)
+            try:
+                time.sleep(2.0)  # the apiserver's webhook configuration cache follows a watch
+                for what, build in BASELINE.items():
+                    if what in only:
+                        results.append(burst(cluster, what, f"bench-{what}", build, count))
+            finally:
+                restore_webhooks(cluster, saved)
+            time.sleep(2.0)
+        redirected = [f"bench-{b}" for b in only if b.startswith("redirect-")]
+        if redirected:
+            install_redirect_policy(cluster, redirected)
+        for what, build in INSTALLED.items():
+            if what in only:
+                results.append(burst(cluster, what, f"bench-{what}", build, count,
+                                     redirected=what.startswith("redirect-")))  # fmt: skip
     return {"jobs": count, "bursts": results}
 
 
@@ -335,8 +416,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.real_cost", description=__doc__)
     parser.add_argument("--jobs", type=int, default=100, help="workloads per burst (default 100)")
     parser.add_argument("--out", type=Path, help="write the figures here as JSON")
+    parser.add_argument(
+        "--burst",
+        action="append",
+        choices=BURSTS,
+        dest="bursts",
+        help="run only this burst (repeatable; default: all of them)",
+    )
     args = parser.parse_args()
-    figures = run(args.jobs, args.out)
+    figures = run(args.jobs, args.out, tuple(args.bursts or BURSTS))
     text = json.dumps(figures, indent=2)
     if args.out:
         args.out.write_text(text + "\n")

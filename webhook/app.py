@@ -135,8 +135,10 @@ class ControllerProcess:
             code = await self.once()
             if time.monotonic() - started > RESTART_PAUSE_MAX:
                 pause = RESTART_PAUSE  # it ran a while: a new failure, not the same one
-            log.error("the controller process ended; starting another",
-                      extra={"fields": {"exit_code": code, "retry_in": pause}})  # fmt: skip
+            # 0: it was asked to stop (a signal to the whole process group), else it failed.
+            log.log(logging.WARNING if code == 0 else logging.ERROR,
+                    "the controller process ended; starting another",
+                    extra={"fields": {"exit_code": code, "retry_in": pause}})  # fmt: skip
             await asyncio.sleep(pause)
             pause = min(2 * pause, RESTART_PAUSE_MAX)
 
