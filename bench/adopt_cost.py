@@ -204,9 +204,11 @@ class Autowrap:
         return load.cpu_seconds(self.proc.pid) or 0.0
 
     def wakeups(self) -> int:
-        """Times the process has slept and been woken (voluntary context switches): on a
+        """Times the processes have slept and been woken (voluntary context switches): on a
         virtual machine each costs tens of microseconds of CPU however little follows."""
-        return _status_kib(self.proc.pid, "voluntary_ctxt_switches") or 0
+        return sum(
+            _status_kib(p, "voluntary_ctxt_switches") or 0 for p in load.family(self.proc.pid)
+        )
 
     async def counters(self) -> dict[str, float]:
         """The controller's reconciles and watch events so far, from its /metrics."""
@@ -222,12 +224,14 @@ class Autowrap:
         return found
 
     def rss(self) -> float:
-        value = (_status_kib(self.proc.pid, "VmRSS") or 0) / 1024
+        value = load.rss_mib(self.proc.pid) or 0.0
         self.rss_peak = max(self.rss_peak, value)
         return value
 
     def hwm(self) -> float | None:
-        return _mib(_status_kib(self.proc.pid, "VmHWM"))
+        """The peak RSS of each process, summed (they share the container's memory limit)."""
+        peaks = [_status_kib(p, "VmHWM") for p in load.family(self.proc.pid)]
+        return _mib(sum(p for p in peaks if p is not None)) if peaks[0] is not None else None
 
 
 async def _until(what: str, check: Any, server: Autowrap, timeout: float) -> dict[str, Any]:

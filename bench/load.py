@@ -44,26 +44,51 @@ def free_port() -> int:
         return port
 
 
-def rss_mib(pid: int) -> float | None:
-    """VmRSS of a process in MiB, or None once it is gone."""
+def family(pid: int) -> list[int]:
+    """A process and its children: ``autowrap serve`` runs its controller as a child process,
+    and what autowrap costs is what both cost."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as f:
+            return [pid, *(int(child) for child in f.read().split())]
+    except OSError:
+        return [pid]
+
+
+def _rss_kib(pid: int, field: str = "VmRSS") -> int | None:
     try:
         with open(f"/proc/{pid}/status", encoding="ascii") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
     except (OSError, ValueError):
         return None
     return None
 
 
-def cpu_seconds(pid: int) -> float | None:
-    """User plus system CPU time a process has used so far (/proc/<pid>/stat)."""
+def rss_mib(pid: int) -> float | None:
+    """VmRSS of a process and its children in MiB, or None once it is gone."""
+    found = [_rss_kib(p) for p in family(pid)]
+    if found[0] is None:
+        return None
+    return sum(k for k in found if k is not None) / 1024
+
+
+def _cpu_ticks(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii") as f:
             fields = f.read().rpartition(")")[2].split()
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) + int(fields[12])
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User plus system CPU time a process and its children have used so far
+    (/proc/<pid>/stat), or None once it is gone."""
+    found = [_cpu_ticks(p) for p in family(pid)]
+    if found[0] is None:
+        return None
+    return sum(t for t in found if t is not None) / os.sysconf("SC_CLK_TCK")
 
 
 def client_tls(ca_file: Path) -> ssl.SSLContext:

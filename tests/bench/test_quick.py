@@ -64,7 +64,9 @@ def test_smoke_bench_answers_every_request_correctly(tmp_path: Path) -> None:
     # Every wrap really created an AppWrapper through the fake API (warm-up included).
     calls = result["fakeapi"]["calls"]
     assert calls["appwrappers"] >= result["fakeapi"]["wraps_answered"] > 0
-    assert calls["subjectaccessreviews"] >= calls["appwrappers"]
+    # Every wrap is authorized; one user's allowed review is kept a few seconds, so the bench's
+    # one user is asked about far less often than it wraps.
+    assert 0 < calls["subjectaccessreviews"] <= calls["appwrappers"]
     assert "unauthorized" not in calls
     # Every call autowrap made is one the fake API serves (nothing answered 404 by default).
     assert "unrouted" not in calls
