@@ -210,6 +210,9 @@ def _decode_continue(token: str) -> tuple[str, tuple[str, str]]:
 
 
 # Metadata-only answers, as kube-apiserver negotiates them: a client asks with
+# How often a patch is applied again when the object changed while it was admitted.
+PATCH_ATTEMPTS = 5
+
 # ``Accept: application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1`` (one object, or each
 # object of a watch) or ``as=PartialObjectMetadataList`` (a LIST), optionally followed by
 # plain ``application/json`` as a fallback; the first media type the server can produce wins
@@ -753,17 +756,29 @@ class FakeCluster:
         force: bool,
         dry_run: bool,
     ) -> tuple[JsonDict, tuple[str, ...], bool]:
-        old, new = self.store.patched(res, namespace, name, body, patch_type,
-                                      subresource=subresource, field_manager=field_manager,
-                                      force=force)  # fmt: skip
-        if old is None:  # an apply that creates
-            admitted, warnings = await self._admit("CREATE", res, new, None, user, dry_run,
-                                                   field_manager, "")  # fmt: skip
-            return self.store.commit_create(res, admitted, dry_run=dry_run), warnings, True
-        admitted, warnings = await self._admit("UPDATE", res, new, old, user, dry_run,
-                                               field_manager, subresource)  # fmt: skip
-        stored = self.store.commit_update(res, admitted, subresource=subresource, dry_run=dry_run)
-        return stored, warnings, False
+        """A patch is applied to the object as stored, admitted, and written; when someone else
+        wrote the object meanwhile (admission awaits webhooks), it is applied again to the new
+        version, as GuaranteedUpdate retries its tryUpdate (k8s.io/apiserver pkg/storage/etcd3/
+        store.go). A patch that names a resourceVersion conflicts again, and that is answered."""
+        for attempt in range(PATCH_ATTEMPTS):
+            old, new = self.store.patched(res, namespace, name, body, patch_type,
+                                          subresource=subresource, field_manager=field_manager,
+                                          force=force)  # fmt: skip
+            if old is None:  # an apply that creates
+                admitted, warnings = await self._admit("CREATE", res, new, None, user, dry_run,
+                                                       field_manager, "")  # fmt: skip
+                return self.store.commit_create(res, admitted, dry_run=dry_run), warnings, True
+            admitted, warnings = await self._admit("UPDATE", res, new, old, user, dry_run,
+                                                   field_manager, subresource)  # fmt: skip
+            try:
+                stored = self.store.commit_update(res, admitted, subresource=subresource,
+                                                  dry_run=dry_run)  # fmt: skip
+            except ApiError as exc:
+                if exc.status != 409 or attempt == PATCH_ATTEMPTS - 1:
+                    raise
+                continue
+            return stored, warnings, False
+        raise AssertionError("unreachable")
 
     async def _admit(
         self,
