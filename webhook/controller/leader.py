@@ -7,8 +7,10 @@ every ``retry`` seconds and stops leading when no renewal succeeded for ``renew_
 seconds, which is shorter than the lease duration, so it has stopped before anyone else may
 take over. Every call carries a timeout that ends by that deadline: a hung call cannot keep a
 leader that lost its Lease working (the official client's election checks its deadline only
-between attempts, and its calls default to a 300 s timeout). On shutdown the Lease is released
-(``ReleaseOnCancel``), so a rolling update has no leaderless gap.
+between attempts, and its calls default to a 300 s timeout). Within the deadline a renewal's
+calls get as long as client-go gives them (``Timing.call``): a busy apiserver that answers in
+a few seconds does not cost the term, and with it a whole sync. On shutdown the Lease is
+released (``ReleaseOnCancel``), so a rolling update has no leaderless gap.
 
 It talks to the API through the same client as the rest of autowrap (``Api``), no thread, no
 generated models.
@@ -57,6 +59,16 @@ class Timing:
     def __post_init__(self) -> None:
         if not 0 < self.retry < self.renew_deadline < self.lease:
             raise ValueError("leader election needs 0 < retry < renew deadline < lease duration")
+
+    @property
+    def call(self) -> float:
+        """How long one Lease call of a renewal may take: client-go's Lease client timeout,
+        half the renew deadline and at least a second (resourcelock.NewFromKubeconfig), and
+        the attempt as a whole runs until the deadline (``renew``'s timeoutCtx). Not the retry
+        period: each lost term resets every informer and lists everything again before
+        anything is reconciled, so renewals cut at 2 s made a leader whose apiserver answered
+        Lease reads in 2-3 s under load lose term after term, and adopt nothing meanwhile."""
+        return max(1.0, self.renew_deadline / 2)
 
 
 def _micro_time(now: datetime) -> str:
@@ -200,13 +212,15 @@ async def lead(
         await elector.release()
 
 
-async def _attempt(elector: Elector, timeout: float) -> bool:
+async def _attempt(elector: Elector, timeout: float, call: float | None = None) -> bool:
+    """One attempt, given ``timeout`` seconds in all and ``call`` (at most ``timeout``) for
+    each of its API calls."""
     # ``asyncio.timeout``, not ``wait_for``: on Python 3.11, ``wait_for`` returns the attempt's
     # answer and drops a cancellation that lands in the same turn of the loop (CPython
     # gh-86296), and the replica told to stop then competes for the Lease forever.
     try:
         async with asyncio.timeout(timeout):
-            return await elector.try_acquire_or_renew(timeout)
+            return await elector.try_acquire_or_renew(timeout if call is None else call)
     except (ApiFailure, OSError, TimeoutError) as exc:
         log.info(
             "lease attempt failed", extra={"fields": {"error": str(exc) or type(exc).__name__}}
@@ -231,7 +245,9 @@ async def _keep(elector: Elector, task: asyncio.Task[None]) -> None:
             left = elector.deadline_left()
             if left <= 0:
                 return  # not confirmed in time: stop acting before anyone may take over
-            if await _attempt(elector, max(_MIN_CALL_SECONDS, min(left, timing.retry))):
+            # Until the deadline, each call for as long as client-go allows (``Timing.call``).
+            left = max(_MIN_CALL_SECONDS, left)
+            if await _attempt(elector, left, min(left, timing.call)):
                 break
             if elector.deadline_left() > 0:
                 await asyncio.sleep(min(timing.retry, max(elector.deadline_left(), 0.0)))
