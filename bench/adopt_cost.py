@@ -218,7 +218,9 @@ class Autowrap:
         found: dict[str, float] = {}
         for line in text.splitlines():
             if line.startswith(("autowrap_controller_reconciles_total ",
-                                "autowrap_controller_watch_events_total{")):  # fmt: skip
+                                "autowrap_controller_watch_events_total{",
+                                "autowrap_controller_leading ",
+                                "autowrap_controller_queue_depth ")):  # fmt: skip
                 metric, _, value = line.rpartition(" ")
                 found[metric] = float(value)
         return found
@@ -418,8 +420,18 @@ async def _fresh_replica(repo: Path, work: Path, n: int,
     stop = asyncio.Event()
     started = time.monotonic()
     probes = asyncio.create_task(_probe(server, stop))
+
+    async def leading() -> dict[str, Any] | None:
+        """A replica that lost its first term lists too and falls quiet: it has synced only
+        once it leads with nothing queued."""
+        found = await server.counters()
+        done = (found.get("autowrap_controller_leading") == 1
+                and found.get("autowrap_controller_queue_depth") == 0)  # fmt: skip
+        return found if done else None
+
     try:
         await _until("a fresh replica's sync", _listed_again(cluster, relists), server, 900)
+        await _until("a fresh replica leading with nothing queued", leading, server, 900)
         await asyncio.sleep(2)
     finally:
         stop.set()
