@@ -81,21 +81,28 @@ def tail(path: Path, lines: int = TAIL) -> str:
 LEDGER = Path(tempfile.gettempdir()) / "autowrap-real-cluster.groups"
 
 
+def started_at(pid: int) -> str | None:
+    """When a process started (clock ticks since boot, /proc/<pid>/stat field 22): with its
+    pid, it names that process alone, whatever it has exec'd since (an autowrap replica starts
+    as ``unshare`` and becomes python)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
 def reap_leftovers() -> list[str]:
     """Kill the process groups an earlier session recorded and left running; their programs.
-    Only a group whose leader still runs the recorded program is killed (a pid reused since
-    belongs to someone else). Call it holding the machine's lock."""
+    Only a group whose leader is the very process recorded (its pid and its start time) is
+    killed: a pid reused since belongs to someone else. Call it holding the machine's lock."""
     killed = []
     with contextlib.suppress(FileNotFoundError):
         for line in LEDGER.read_text().splitlines():
-            pid_text, _, program = line.partition(" ")
+            pid_text, _, rest = line.partition(" ")
+            started, _, program = rest.partition(" ")
             if not pid_text.isdigit():
                 continue
-            try:
-                running = Path(f"/proc/{pid_text}/cmdline").read_bytes().split(b"\0")[0].decode()
-            except OSError:
-                continue
-            if running == program:
+            if started_at(int(pid_text)) == started:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(int(pid_text), signal.SIGKILL)
                     killed.append(program)
@@ -138,7 +145,7 @@ class Supervisor:
         process = Process(name, list(argv), log, popen)
         self.processes[name] = process
         with LEDGER.open("a") as ledger:
-            ledger.write(f"{popen.pid} {argv[0]}\n")
+            ledger.write(f"{popen.pid} {started_at(popen.pid)} {argv[0]}\n")
         return process
 
     def stop(self, name: str, timeout: float = 10.0) -> None:
