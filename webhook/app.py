@@ -103,6 +103,7 @@ class ControllerProcess:
 
     def __init__(self, state: State, options: Options) -> None:
         self._options = options
+        self._metrics = state.metrics
         self.receiver = relay.Receiver(state.metrics)
         state.metrics.follow_controller(self.receiver.stats)
         state.controller = self
@@ -141,6 +142,7 @@ class ControllerProcess:
                     extra={"fields": {"exit_code": code, "retry_in": pause}})  # fmt: skip
             await asyncio.sleep(pause)
             pause = min(2 * pause, RESTART_PAUSE_MAX)
+            self._metrics.controller_restarts.inc()
 
     async def once(self) -> int:
         """Run one controller process until it ends; its exit code (negative: a signal)."""

@@ -97,6 +97,7 @@ async def test_a_controller_process_that_dies_is_replaced_and_the_next_job_still
         await cluster.api.create(VCJOBS, vcjob("second", workers=1), user=ALICE)
         await _until("the second job's pods run", lambda: _running(cluster, "second"))
         await _until("the new controller process's report", lambda: receiver.latest.leading)
+        assert _sample(await _metrics(cluster), "autowrap_controller_process_restarts_total") == 1
 
 
 async def test_a_drain_stops_the_controller_process_and_gives_its_lease_up(

@@ -206,6 +206,10 @@ class Metrics:
             "autowrap_policies_stale", "1 while the newest policy files fail to load and the "
             "last good set is in use.", registry=self.registry,
         )  # fmt: skip
+        self.controller_restarts = Counter(
+            "autowrap_controller_process_restarts", "Times the controller process ended and "
+            "another was started.", registry=self.registry,
+        )  # fmt: skip
         self.reconcile_latency = Histogram(
             "autowrap_controller_reconcile_duration_seconds", "Time one controller reconcile takes.",
             buckets=_BUCKETS, registry=self.registry,
