@@ -831,3 +831,34 @@ async def test_pods_a_user_fills_up_and_labels_for_the_appwrapper_are_read_a_pag
 def _status(job: dict[str, object] | None) -> str:
     annotations = ((job or {}).get("metadata") or {}).get("annotations") or {}  # type: ignore[attr-defined]
     return str(annotations.get(names.STATUS_ANNOTATION, ""))
+
+
+async def test_a_job_named_as_a_running_pod_is_told_to_take_another_name_not_that_its_pod_is_gone(
+    tmp_path: Path,
+) -> None:
+    """The AppWrapper of a running Pod keeps the name, and the Pod is still there: a Volcano
+    Job of the same name waits, and its status says to rename it, never that the one the
+    AppWrapper ran is gone (a Job of that name would be: names are unique per kind)."""
+    pod = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "train", "namespace": NAMESPACE,
+                     "labels": {names.WRAP_LABEL: "true", names.QUEUE_LABEL: QUEUE}},
+        "spec": {"restartPolicy": "Never", "containers": [
+            {"name": "main", "image": "torch:2.4", "resources": {"limits": {"nvidia.com/gpu": 1}}}]},
+    }  # fmt: skip
+    async with adopting(tmp_path) as cluster:
+        cluster.api.store.create(PODS, prepared(pod))
+        await cluster.start_controller()
+        await eventually(lambda: cluster.appwrapper() is not None, what="the Pod's AppWrapper")
+        cluster.set_phase("Running")
+        cluster.store_job(vcjob())
+
+        waiting = await eventually(
+            lambda: (cluster.job() or {}).get("metadata", {}).get("annotations", {})
+            .get(names.STATUS_ANNOTATION),
+            what="the Job's waiting status",
+        )  # fmt: skip
+        assert "of an earlier Pod of the same name is Running" in waiting
+        assert "is gone" not in waiting
+        assert "give this Job another name: AppWrapper train runs the Pod ml/train" in waiting
+        assert cluster.api.store.get(PODS, NAMESPACE, "train") is not None

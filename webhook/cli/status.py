@@ -95,7 +95,7 @@ def workload_report(wl: Obj) -> dict[str, Any]:
     )
     why_not = ""
     if not admitted:
-        pending = [c for c in conditions if c["status"] != "True" or c["type"] == "AdmissionGated"]
+        pending = [c for c in conditions if c["status"] != "True"]
         why_not = (
             "; ".join(
                 f"{c['type']}: {c['message'] or c['reason']}"

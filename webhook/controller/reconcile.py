@@ -329,13 +329,22 @@ class Reconciler:
                 f"AppWrapper {namespace}/{name} of an earlier {earlier} of the same name is "
                 f"{phase} and keeps the name"
             )
-            if phase == "Running" and not adoption.stands_for(appwrapper, obj):
+            running_other = phase == "Running" and not adoption.stands_for(appwrapper, obj)
+            if running_other and earlier == kind:
+                # An earlier object of this kind and name is gone (names are unique per kind).
                 # The AppWrapper controller deletes its components by name (A7): removing it
                 # now would take this object along, so it goes once the name is free.
                 text += (
                     f"; autowrap removes it once no {kind} of this name is left, since the one "
                     f"it ran is gone: delete this {kind} and create it again, or give it "
                     "another name"
+                )
+            elif running_other:
+                # It runs an object of another kind and this name, which may well still be
+                # there: only a new name lets this one run now.
+                text += (
+                    f"; give this {kind} another name: AppWrapper {name} runs the {earlier} "
+                    f"{namespace}/{name}"
                 )
             else:
                 # Removing it while this object exists would take this one along (A7).
