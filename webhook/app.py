@@ -152,6 +152,11 @@ class ControllerProcess:
                 *self.argv(theirs.fileno()), stdin=asyncio.subprocess.DEVNULL,
                 pass_fds=(theirs.fileno(),),
             )  # fmt: skip
+        except OSError as exc:  # no process at all (out of pids or memory): tried again
+            log.error("the controller process could not be started",
+                      extra={"fields": {"error": str(exc)}})  # fmt: skip
+            ours.close()
+            return -1
         finally:
             theirs.close()
         self.pid = process.pid

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from testbed.cluster.resources import LEASES, VCJOBS
 from testbed.pki import ServingPki
@@ -183,3 +184,18 @@ async def test_a_policy_set_loaded_by_the_serving_process_is_read_by_the_control
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_a_controller_process_that_cannot_start_is_tried_again_and_the_webhooks_serve(
+    webhook_pki: ServingPki, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ControllerProcess, "argv", lambda self, fd: [str(tmp_path / "missing")])
+    monkeypatch.setattr("webhook.app.RESTART_PAUSE", 0.01)
+    async with running_cluster(webhook_pki, tmp_path, controller_apart=True) as cluster:
+        metrics = cluster.running.state.metrics
+        await _until("a second attempt", lambda: (_sample(metrics.exposition().decode(),
+                     "autowrap_controller_process_restarts_total") or 0) >= 2)  # fmt: skip
+        assert all(not t.done() for t in cluster.running.tasks)
+        # Admission goes on meanwhile: a labelled Job is prepared for adoption.
+        created = await cluster.api.create(VCJOBS, vcjob("waits", workers=1), user=ALICE)
+        assert created["metadata"]["labels"][names.ADOPTION_LABEL] == "pending"
