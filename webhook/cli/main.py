@@ -1037,11 +1037,14 @@ def parser() -> argparse.ArgumentParser:
     alone = sub.add_parser("controller", description="The adopt-mode controller, as "
                            "`autowrap serve` runs it beside its webhooks.")  # fmt: skip
     alone.add_argument("--relay-fd", type=int, required=True, help="the serving process's socket")
-    alone.add_argument("--kubeconfig", metavar="PATH")
-    alone.add_argument("--policy", metavar="PATH")
-    alone.add_argument("--namespace", help="where the Lease lives")
-    alone.add_argument("--identity", help="the Lease holder's name")
-    alone.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+    alone.add_argument("--kubeconfig", metavar="PATH", help="as serve's (default: in-cluster "
+                       "config, else the usual kubeconfig resolution)")  # fmt: skip
+    alone.add_argument("--policy", metavar="PATH",
+                       help="as serve's (default: the policies serve would read)")  # fmt: skip
+    alone.add_argument("--namespace", help="where the Lease lives (default: the pod's namespace)")
+    alone.add_argument("--identity", help="the Lease holder's name (default: the host name)")
+    alone.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
+                       default="info", help="as serve's (default: info)")  # fmt: skip
     alone.set_defaults(handler=cmd_controller)
 
     certs = sub.add_parser(
