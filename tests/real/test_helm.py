@@ -29,6 +29,7 @@ import yaml
 from testbed import prerequisites
 from testbed.real import autowrap, chart, kubeapi, objects
 from testbed.real.cluster import QUEUE, RealCluster
+from tests.real import support
 from webhook.core import adoption
 from webhook.model import names
 
@@ -59,15 +60,8 @@ DEADLINE = 90.0
 
 
 def eventually(probe: Callable[[], T | None], what: str, timeout: float = DEADLINE) -> T:
-    """``probe()``'s first true answer, polled until ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = probe()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout:.0f} s")
-        time.sleep(0.5)
+    """``support.eventually`` with this module's deadline."""
+    return support.eventually(probe, what=what, timeout=timeout)
 
 
 def vcjob(name: str, queue: str) -> Obj:
