@@ -59,14 +59,20 @@ async def _background(state: State, options: Options) -> list[asyncio.Task[None]
     return tasks
 
 
-async def _follow_caches(cluster: KubeClient) -> list[asyncio.Task[None]]:
-    """Namespaces and LocalQueues followed by watches, so that admission reads them locally."""
+async def _follow_caches(
+    cluster: KubeClient, *, local_queues_too: bool = True
+) -> list[asyncio.Task[None]]:
+    """Namespaces and LocalQueues followed by watches, so that admission reads them locally.
+    The controller process reads namespace labels only: ``local_queues_too=False``."""
 
     def ignore(old: object, new: object) -> None:
         return None
 
     namespaces = Informer(cluster, kube.NAMESPACES, ignore)
     local_queues = None
+    if not local_queues_too:
+        cluster.use_caches(namespaces=namespaces, local_queues=None)
+        return [asyncio.create_task(namespaces.run())]
     try:
         version = await cluster.kueue_version(timeout=10.0)
     except ports.ApiFailure as exc:
@@ -261,7 +267,7 @@ async def run_controller_alone(args: Namespace) -> None:
             await asyncio.sleep(RELOAD_SECONDS)
             policies.reload()
 
-    tasks = await _follow_caches(cluster)
+    tasks = await _follow_caches(cluster, local_queues_too=False)
     tasks += [asyncio.create_task(reload_every()), asyncio.create_task(sender.run())]
     leading = asyncio.create_task(lead_once_loaded())
     ending = [asyncio.create_task(stop.wait()), asyncio.create_task(sender.closed.wait()),
